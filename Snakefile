@@ -1,0 +1,25 @@
+"""synthdeid: privacy-preserving synthetic clinical text and de-identification.
+
+Run the embedded demo:        snakemake --cores 2
+Run on PhysioNet deid:        snakemake --cores 2 --configfile config/physionet.yaml
+Run on a SLURM cluster:       snakemake --profile profiles/slurm
+"""
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/ingest.smk"
+include: "workflow/rules/mask.smk"
+include: "workflow/rules/environment.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

@@ -1,0 +1,5 @@
+import sys
+
+from synthdeid.cli import main
+
+sys.exit(main())

@@ -1,0 +1,61 @@
+"""The ``synthdeid`` command: ``synthdeid <stage> [options]``.
+
+Each stage is a module exposing ``register_arguments(parser)`` and
+``run(args) -> None``; this module only dispatches. Rules call the same
+command, so every stage runs the same way inside and outside Snakemake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from synthdeid import __version__
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.logs import configure_logging
+
+# stage name -> module implementing it, in DAG order
+STAGES: dict[str, str] = {
+    "make-demo": "synthdeid.demo_corpus",
+    "ingest": "synthdeid.ingest",
+    "split": "synthdeid.split",
+    "mask": "synthdeid.mask",
+    "probe-env": "synthdeid.probe_env",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="synthdeid",
+        description="Privacy-preserving synthetic clinical text and de-identification.",
+    )
+    parser.add_argument("--version", action="version", version=f"synthdeid {__version__}")
+    parser.add_argument("--log", help="also write the log to this file")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="stage", required=True, metavar="<stage>")
+    for name, module_name in STAGES.items():
+        module = importlib.import_module(module_name)
+        doc = (module.__doc__ or "").strip().splitlines()[0]
+        stage_parser = sub.add_parser(name, help=doc, description=module.__doc__)
+        module.register_arguments(stage_parser)
+        stage_parser.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(args.log, verbose=args.verbose)
+    log = logging.getLogger("synthdeid")
+    try:
+        args._run(args)
+    except (InputError, ConfigError) as exc:
+        log.error("%s", exc)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""Mask seed notes: PHI spans become typed, numbered placeholders ([[DOCTOR_1]]).
+
+Within a note, one number per distinct surface form of a label (compared
+case- and whitespace-insensitively), so repeated mentions share a
+placeholder. With ``propagate`` on, further whole-word mentions of a gold
+surface that the annotators did not mark are masked too (with the same
+placeholder), so the masked text contains none of the note's gold surfaces.
+The removed values go to a separate, local-only artifact; only masked text
+may ever leave the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from tqdm import tqdm
+
+from synthdeid.artifacts import make_provenance, write_json_atomic, write_parquet_atomic
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.labels import coarse_view
+from synthdeid.notes import Note, Span, read_notes, write_notes
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER_RE = re.compile(r"\[\[([A-Z][A-Z0-9]*)_(\d+)\]\]")
+LABEL_VIEWS = ("canonical", "coarse")
+
+REMOVED_SCHEMA = pa.schema(
+    [
+        pa.field("note_id", pa.string(), nullable=False),
+        pa.field("patient_id", pa.string(), nullable=False),
+        pa.field("placeholder", pa.string(), nullable=False),
+        pa.field("label", pa.string(), nullable=False),
+        pa.field("surface", pa.string(), nullable=False),
+        pa.field("start", pa.int32(), nullable=False),
+        pa.field("end", pa.int32(), nullable=False),
+        pa.field("masked_start", pa.int32(), nullable=False),
+        pa.field("masked_end", pa.int32(), nullable=False),
+        pa.field("propagated", pa.bool_(), nullable=False),
+    ],
+    metadata={b"synthdeid.local_only": b"true"},
+)
+
+
+def placeholder(label: str, number: int) -> str:
+    return f"[[{label}_{number}]]"
+
+
+def normalize_surface(surface: str) -> str:
+    return " ".join(surface.split()).casefold()
+
+
+def surface_pattern(surface: str) -> re.Pattern[str]:
+    """Whole-word, case-insensitive, whitespace-flexible pattern for a surface."""
+    body = r"\s+".join(re.escape(token) for token in surface.split())
+    return re.compile(rf"(?<![A-Za-z0-9]){body}(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def surface_mentions(text: str, surface: str) -> list[tuple[int, int]]:
+    return [m.span() for m in surface_pattern(surface).finditer(text)] if surface.strip() else []
+
+
+def unlabelled_mentions(text: str, spans: Sequence[Span]) -> list[Span]:
+    """Whole-word mentions of the spans' surfaces that no span covers.
+
+    Longer surfaces are matched first, so an unmarked "John Smith" is one
+    mention, not "Smith" inside it. Each mention takes the label of the first
+    gold span with that surface.
+    """
+    label_of: dict[str, tuple[str, str]] = {}
+    for span in sorted(spans):
+        key = normalize_surface(span.surface(text))
+        label_of.setdefault(key, (span.surface(text), span.label))
+    taken = [(s.start, s.end) for s in spans]
+    found: list[Span] = []
+    for surface, label in sorted(label_of.values(), key=lambda v: -len(v[0])):
+        for start, end in surface_mentions(text, surface):
+            if all(end <= a or start >= b for a, b in taken):
+                taken.append((start, end))
+                found.append(Span(start, end, label))
+    return found
+
+
+@dataclass(frozen=True)
+class RemovedValue:
+    """One masked mention: where it was, what it was, which placeholder took it."""
+
+    note_id: str
+    patient_id: str
+    placeholder: str
+    label: str
+    surface: str
+    start: int
+    end: int
+    masked_start: int
+    masked_end: int
+    propagated: bool
+
+
+@dataclass(frozen=True)
+class MaskedNote:
+    note: Note
+    removed: list[RemovedValue]
+
+
+def mask_note(note: Note, view: Mapping[str, str] | None = None, propagate: bool = True) -> MaskedNote:
+    """Mask one note. ``view`` maps canonical labels to placeholder labels."""
+    existing = PLACEHOLDER_RE.search(note.text)
+    if existing:
+        raise InputError(
+            "notes table",
+            f"note {note.note_id!r}",
+            f"the text already contains placeholder-like {existing.group(0)!r} at {existing.start()}",
+            "masked and real placeholders would be indistinguishable",
+        )
+    extra = unlabelled_mentions(note.text, note.spans) if propagate else []
+    gold = set(note.spans)
+    numbers: dict[tuple[str, str], int] = {}
+    per_label: Counter[str] = Counter()
+    pieces: list[str] = []
+    spans: list[Span] = []
+    removed: list[RemovedValue] = []
+    cursor = 0
+    length = 0
+    for span in sorted([*note.spans, *extra]):
+        surface = span.surface(note.text)
+        shown = view[span.label] if view is not None else span.label
+        key = (shown, normalize_surface(surface))
+        if key not in numbers:
+            per_label[shown] += 1
+            numbers[key] = per_label[shown]
+        token = placeholder(shown, numbers[key])
+        pieces.append(note.text[cursor : span.start])
+        length += span.start - cursor
+        spans.append(Span(length, length + len(token), shown))
+        removed.append(
+            RemovedValue(
+                note_id=note.note_id,
+                patient_id=note.patient_id,
+                placeholder=token,
+                label=span.label,
+                surface=surface,
+                start=span.start,
+                end=span.end,
+                masked_start=length,
+                masked_end=length + len(token),
+                propagated=span not in gold,
+            )
+        )
+        pieces.append(token)
+        length += len(token)
+        cursor = span.end
+    pieces.append(note.text[cursor:])
+    masked = Note(
+        note_id=note.note_id,
+        patient_id=note.patient_id,
+        text="".join(pieces),
+        spans=tuple(spans),
+        source=note.source,
+        split=note.split,
+    )
+    return MaskedNote(note=masked, removed=removed)
+
+
+def surfaces_left(masked: Note, surfaces: Iterable[str]) -> list[str]:
+    """Gold surfaces still present (whole word, any case) outside placeholders."""
+    text = list(masked.text)
+    for span in masked.spans:
+        text[span.start : span.end] = " " * (span.end - span.start)
+    blanked = "".join(text)
+    return sorted({s for s in surfaces if surface_mentions(blanked, s)})
+
+
+def removed_table(removed: Iterable[RemovedValue]) -> pa.Table:
+    rows = [asdict(r) for r in removed]
+    return pa.Table.from_pylist(rows, schema=REMOVED_SCHEMA)
+
+
+def resolve_view(label_view: str, coarse: Mapping[str, str] | None) -> dict[str, str] | None:
+    if label_view == "canonical":
+        return None
+    if label_view == "coarse":
+        return coarse_view(coarse)
+    raise ConfigError(f"mask.label_view must be one of {LABEL_VIEWS}, got {label_view!r}")
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--notes", required=True, type=Path, help="split notes.parquet")
+    parser.add_argument(
+        "--parts", nargs="+", default=["seed"], help="split parts to mask (default: seed)"
+    )
+    parser.add_argument("--label-view", default="canonical", choices=LABEL_VIEWS)
+    parser.add_argument("--coarse-view", type=json.loads, default=None)
+    parser.add_argument(
+        "--propagate",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also mask unmarked whole-word mentions of a note's gold surfaces",
+    )
+    parser.add_argument("--out", required=True, type=Path, help="masked notes parquet")
+    parser.add_argument(
+        "--removed", required=True, type=Path, help="removed values parquet (local only)"
+    )
+    parser.add_argument("--summary", required=True, type=Path)
+
+
+def run(args: argparse.Namespace) -> None:
+    view = resolve_view(args.label_view, args.coarse_view)
+    notes = [n for n in read_notes(args.notes) if n.split in set(args.parts)]
+    if not notes:
+        raise InputError(args.notes, None, f"no notes in parts {args.parts}")
+    masked_notes: list[Note] = []
+    removed: list[RemovedValue] = []
+    notes_with_leaks: dict[str, list[str]] = {}
+    for note in tqdm(notes, desc="mask", unit="note", mininterval=2):
+        result = mask_note(note, view, args.propagate)
+        masked_notes.append(result.note)
+        removed.extend(result.removed)
+        left = surfaces_left(result.note, {s.surface(note.text) for s in note.spans})
+        if left:
+            notes_with_leaks[note.note_id] = left
+    if notes_with_leaks and args.propagate:
+        # cannot happen by construction; refuse to write rather than leak
+        raise RuntimeError(f"gold surfaces survived masking in notes {sorted(notes_with_leaks)}")
+    placeholders = Counter(s.label for n in masked_notes for s in n.spans)
+    summary = {
+        "notes": len(masked_notes),
+        "notes_with_placeholders": sum(1 for n in masked_notes if n.spans),
+        "mentions_masked": len(removed),
+        "mentions_propagated": sum(r.propagated for r in removed),
+        "distinct_placeholders": len({(r.note_id, r.placeholder) for r in removed}),
+        "mentions_by_label": dict(sorted(placeholders.items())),
+        "notes_with_gold_surfaces_left": len(notes_with_leaks),
+    }
+    params = {
+        "parts": sorted(args.parts),
+        "label_view": args.label_view,
+        "coarse_view": view,
+        "propagate": args.propagate,
+    }
+    provenance = make_provenance("mask", params, {"notes": args.notes})
+    write_parquet_atomic(removed_table(removed), args.removed, provenance)
+    write_notes(masked_notes, args.out, provenance)
+    write_json_atomic({"summary": summary, "provenance": provenance}, args.summary)
+    if notes_with_leaks:
+        log.warning(
+            "propagation is off: %d notes keep unmarked mentions of their gold surfaces",
+            len(notes_with_leaks),
+        )
+    log.info("masked %d notes, %d mentions -> %s", len(masked_notes), len(removed), args.out)

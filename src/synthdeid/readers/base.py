@@ -1,0 +1,143 @@
+"""The corpus reader interface and its registry.
+
+A reader turns one corpus on disk into canonical :class:`~synthdeid.notes.Note`
+objects, mapping its categories through a :class:`~synthdeid.labels.LabelMap`
+and checking every span (in range, surface equal to the annotated text where
+the format records it, no overlaps). Readers register under a class-level
+``name``, which is the ``corpus.format`` value in the config.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.labels import LabelMap
+from synthdeid.notes import Note, Span, check_spans, merge_same_label_overlaps
+
+READERS: dict[str, type[CorpusReader]] = {}
+
+# How a reader treats overlapping gold spans. The canonical table allows none:
+# "error" refuses the corpus; "merge_same_label" replaces overlapping spans of
+# one label by their union (and still refuses overlaps across labels).
+OVERLAP_POLICIES = ("error", "merge_same_label")
+
+
+def register(cls: type[CorpusReader]) -> type[CorpusReader]:
+    """Class decorator: make a reader available under its ``name``."""
+    if cls.name in READERS:
+        raise RuntimeError(f"two corpus readers registered as {cls.name!r}")
+    READERS[cls.name] = cls
+    return cls
+
+
+def get_reader(name: str) -> type[CorpusReader]:
+    try:
+        return READERS[name]
+    except KeyError:
+        raise ConfigError(
+            f"unknown corpus format {name!r}; known formats: {', '.join(sorted(READERS))}"
+        ) from None
+
+
+@dataclass(frozen=True)
+class ReaderOptions:
+    """Options shared by all readers.
+
+    ``patient_id_regex`` extracts the patient id from a note id for formats that
+    do not record one (BRAT, i2b2, JSONL without ``patient_id``): the first
+    group of a match at the start of the note id; without it each note is its
+    own patient.
+    """
+
+    label_map: LabelMap
+    source: str
+    encoding: str = "utf-8"
+    patient_id_regex: str | None = None
+    overlaps: str = "error"
+    _pattern: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.overlaps not in OVERLAP_POLICIES:
+            raise ConfigError(
+                f"corpus.overlaps must be one of {', '.join(OVERLAP_POLICIES)}, "
+                f"got {self.overlaps!r}"
+            )
+        pattern = None
+        if self.patient_id_regex:
+            try:
+                pattern = re.compile(self.patient_id_regex)
+            except re.error as exc:
+                raise ConfigError(f"corpus.patient_id_regex is not a valid regex: {exc}") from exc
+            if pattern.groups < 1:
+                raise ConfigError("corpus.patient_id_regex needs one capture group")
+        object.__setattr__(self, "_pattern", pattern)
+
+    def patient_id_for(self, note_id: str, *, path: str | Path) -> str:
+        if self._pattern is None:
+            return note_id
+        match = self._pattern.match(note_id)
+        if match is None:
+            raise InputError(
+                path,
+                f"note {note_id!r}",
+                f"note id does not match corpus.patient_id_regex {self.patient_id_regex!r}",
+            )
+        return match.group(1)
+
+
+def decode_bytes(raw: bytes, encoding: str, *, path: str | Path) -> str:
+    """Decode a whole file, naming the line and byte of the first bad byte."""
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise InputError(
+            path,
+            f"line {line}, byte {exc.start}",
+            f"undecodable bytes {raw[exc.start : exc.end]!r} for encoding {encoding!r}",
+            "set corpus.encoding to the file's real encoding",
+        ) from None
+
+
+def read_text(path: Path, encoding: str) -> str:
+    """Read a text file exactly as stored (no newline translation)."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, None, "file not found") from None
+    return decode_bytes(raw, encoding, path=path)
+
+
+class CorpusReader(ABC):
+    """Reads one corpus format into canonical notes."""
+
+    name: ClassVar[str]
+
+    def __init__(self, options: ReaderOptions) -> None:
+        self.options = options
+        self.merged_overlaps: list[str] = []
+        # spans whose stated surface was compared with the text (and matched)
+        self.surfaces_verified = 0
+
+    def finish_spans(
+        self, text: str, spans: list[Span], *, path: str | Path, record: str
+    ) -> tuple[Span, ...]:
+        """Apply the overlap policy, then check the spans (sorted result)."""
+        if self.options.overlaps == "merge_same_label":
+            spans, merges = merge_same_label_overlaps(spans)
+            self.merged_overlaps.extend(f"{path}: {record}: {merge}" for merge in merges)
+        return check_spans(text, spans, path=path, record=record)
+
+    @classmethod
+    @abstractmethod
+    def input_files(cls, path: Path) -> list[Path]:
+        """The files under ``path`` this reader will read (for workflow inputs)."""
+
+    @abstractmethod
+    def read(self, path: Path) -> list[Note]:
+        """Read the corpus at ``path``; raise :class:`InputError` on bad input."""

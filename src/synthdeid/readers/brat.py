@@ -1,0 +1,111 @@
+"""BRAT standoff: a folder of ``<doc>.txt`` files, each with a ``<doc>.ann``.
+
+Text-bound annotations (``T<n>\\t<Type> <start> <end>[;<start> <end>...]\\t<surface>``)
+become spans; a discontinuous annotation becomes one span per fragment, each
+checked against its part of the surface. Relations, events, attributes and
+notes (``R``, ``E``, ``A``, ``#`` lines) are not spans and are skipped. The note
+id is the file stem.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from synthdeid.errors import InputError
+from synthdeid.notes import Note, Span
+from synthdeid.readers.base import CorpusReader, read_text, register
+
+
+def parse_ann(
+    content: str, text: str, *, path: Path
+) -> tuple[list[tuple[str, int, int, str]], int]:
+    """Parse text-bound annotations.
+
+    Returns (record, start, end, type) for each fragment of each annotation,
+    and how many annotations had their stated surface checked.
+    """
+    verified = 0
+    fragments = []
+    for number, line in enumerate(content.splitlines(), start=1):
+        if not line.startswith("T"):
+            continue
+        record = f"line {number}"
+        parts = line.split("\t")
+        if len(parts) < 2:
+            raise InputError(path, record, f"malformed text-bound annotation {line[:60]!r}")
+        record = f"line {number} ({parts[0]})"
+        type_and_offsets = parts[1].split(" ", 1)
+        if len(type_and_offsets) != 2:
+            raise InputError(path, record, f"no offsets in {parts[1]!r}")
+        label, offsets = type_and_offsets
+        surfaces = []
+        pieces = []
+        for piece in offsets.split(";"):
+            bounds = piece.split()
+            if len(bounds) != 2 or not all(b.isdigit() for b in bounds):
+                raise InputError(path, record, f"malformed offsets {offsets!r}")
+            start, end = int(bounds[0]), int(bounds[1])
+            if not 0 <= start < end <= len(text):
+                raise InputError(
+                    path,
+                    record,
+                    f"offsets {start}-{end} out of range for a text of {len(text)} characters",
+                )
+            pieces.append((start, end))
+            surfaces.append(text[start:end])
+        if len(parts) >= 3:
+            # BRAT joins fragment surfaces with a single space
+            stated = parts[2]
+            if stated != " ".join(surfaces) and stated != "".join(surfaces):
+                raise InputError(
+                    path,
+                    record,
+                    f"surface mismatch: the annotation says {stated!r}, "
+                    f"the text has {' '.join(surfaces)!r}",
+                )
+            verified += 1
+        fragments.extend((record, start, end, label) for start, end in pieces)
+    return fragments, verified
+
+
+@register
+class BratReader(CorpusReader):
+    name = "brat"
+
+    @classmethod
+    def input_files(cls, path: Path) -> list[Path]:
+        files = []
+        for txt in sorted(path.glob("*.txt")):
+            files.append(txt)
+            files.append(txt.with_suffix(".ann"))
+        return files
+
+    def read(self, path: Path) -> list[Note]:
+        if not path.is_dir():
+            raise InputError(path, None, "a BRAT corpus must be a folder of .txt/.ann pairs")
+        texts = sorted(path.glob("*.txt"))
+        if not texts:
+            raise InputError(path, None, "no .txt files in the BRAT folder")
+        notes = []
+        for txt in texts:
+            ann = txt.with_suffix(".ann")
+            if not ann.exists():
+                raise InputError(ann, None, f"annotation file missing for {txt.name}")
+            text = read_text(txt, self.options.encoding)
+            fragments, verified = parse_ann(read_text(ann, self.options.encoding), text, path=ann)
+            self.surfaces_verified += verified
+            spans = [
+                Span(start, end, self.options.label_map.to_canonical(label, path=ann, record=record))
+                for record, start, end, label in fragments
+            ]
+            note_id = txt.stem
+            notes.append(
+                Note(
+                    note_id=note_id,
+                    patient_id=self.options.patient_id_for(note_id, path=txt),
+                    text=text,
+                    spans=self.finish_spans(text, spans, path=ann, record=f"document {note_id}"),
+                    source=self.options.source,
+                )
+            )
+        return notes

@@ -1,0 +1,85 @@
+"""i2b2 / n2c2 2014 de-identification XML: one ``<deIdi2b2>`` file per note.
+
+The note text is the ``TEXT`` element (a CDATA section); each child of ``TAGS``
+is a PHI span with ``start``, ``end``, ``text`` and ``TYPE`` attributes. The
+``TYPE`` (``DOCTOR``, ``HOSPITAL``, ``CITY``, ``MEDICALRECORD``, ...) is the
+category mapped through ``labels.mapping``. The note id is the file stem
+(``110-01``); set ``corpus.patient_id_regex: '^(\\d+)-'`` to group a
+patient's records.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from synthdeid.errors import InputError
+from synthdeid.notes import Note, Span
+from synthdeid.readers.base import CorpusReader, decode_bytes, register
+
+
+def _int_attr(tag: ET.Element, name: str, *, path: Path, record: str) -> int:
+    value = tag.get(name, "")
+    if not value.lstrip("-").isdigit():
+        raise InputError(path, record, f"attribute {name}={value!r} is not an integer")
+    return int(value)
+
+
+@register
+class I2b2Reader(CorpusReader):
+    name = "i2b2"
+
+    @classmethod
+    def input_files(cls, path: Path) -> list[Path]:
+        return sorted(path.glob("*.xml"))
+
+    def read_file(self, xml_path: Path) -> Note:
+        # decode ourselves so bad bytes get the project's error, then parse the string
+        content = decode_bytes(xml_path.read_bytes(), self.options.encoding, path=xml_path)
+        try:
+            root = ET.fromstring(content)
+        except ET.ParseError as exc:
+            raise InputError(xml_path, f"line {exc.position[0]}", f"invalid XML: {exc}") from None
+        text_el = root.find("TEXT")
+        if text_el is None or text_el.text is None:
+            raise InputError(xml_path, None, "no TEXT element")
+        text = text_el.text
+        spans = []
+        tags = root.find("TAGS")
+        for tag in [] if tags is None else list(tags):
+            record = f"tag {tag.get('id', '?')} <{tag.tag}>"
+            start = _int_attr(tag, "start", path=xml_path, record=record)
+            end = _int_attr(tag, "end", path=xml_path, record=record)
+            if not 0 <= start < end <= len(text):
+                raise InputError(
+                    xml_path,
+                    record,
+                    f"offsets {start}-{end} out of range for a text of {len(text)} characters",
+                )
+            surface = tag.get("text")
+            if surface is not None:
+                if text[start:end] != surface:
+                    raise InputError(
+                        xml_path,
+                        record,
+                        f"surface mismatch: the tag says {surface!r}, "
+                        f"the text has {text[start:end]!r} at {start}-{end}",
+                    )
+                self.surfaces_verified += 1
+            category = tag.get("TYPE") or tag.tag
+            label = self.options.label_map.to_canonical(category, path=xml_path, record=record)
+            spans.append(Span(start, end, label))
+        note_id = xml_path.stem
+        return Note(
+            note_id=note_id,
+            patient_id=self.options.patient_id_for(note_id, path=xml_path),
+            text=text,
+            spans=self.finish_spans(text, spans, path=xml_path, record=f"note {note_id}"),
+            source=self.options.source,
+        )
+
+    def read(self, path: Path) -> list[Note]:
+        files = self.input_files(path) if path.is_dir() else [path]
+        if not files:
+            raise InputError(path, None, "no .xml files in the i2b2 folder")
+        return [self.read_file(f) for f in files]

@@ -1,0 +1,102 @@
+"""Split notes by patient into seed / train / holdout, deterministically.
+
+Patients are ordered by a SHA-256 of ``<seed>:<patient_id>`` and cut into
+consecutive groups whose sizes are the configured fractions of the patient
+count (largest-remainder rounding), so the split depends only on the patient
+ids and the seed, not on the order of the notes, and no patient is ever in
+two parts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import math
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+
+from synthdeid.artifacts import make_provenance, write_json_atomic
+from synthdeid.errors import ConfigError
+from synthdeid.notes import Note, read_notes, write_notes
+
+log = logging.getLogger(__name__)
+
+PARTS: tuple[str, ...] = ("seed", "train", "holdout")
+
+
+def part_sizes(n_patients: int, fractions: Mapping[str, float]) -> dict[str, int]:
+    """Patients per part: the fractions of ``n_patients``, largest remainder rounding.
+
+    A part with a positive fraction gets at least one patient; too few
+    patients for that is a configuration error.
+    """
+    unknown = set(fractions) - set(PARTS)
+    if unknown:
+        raise ConfigError(f"split.fractions has unknown parts {sorted(unknown)}; parts: {PARTS}")
+    if any(f < 0 for f in fractions.values()) or not math.isclose(sum(fractions.values()), 1.0):
+        raise ConfigError(
+            f"split.fractions must be non-negative and sum to 1, got {dict(fractions)}"
+        )
+    wanted = {part: fractions.get(part, 0.0) * n_patients for part in PARTS}
+    sizes = {part: math.floor(value) for part, value in wanted.items()}
+    by_remainder = sorted(PARTS, key=lambda p: (wanted[p] - sizes[p], -PARTS.index(p)), reverse=True)
+    for part in by_remainder[: n_patients - sum(sizes.values())]:
+        sizes[part] += 1
+    for part in PARTS:
+        if fractions.get(part, 0.0) > 0 and sizes[part] == 0:
+            raise ConfigError(
+                f"split: {n_patients} patients are too few to give part {part!r} "
+                f"(fraction {fractions[part]}) a patient; raise the fraction or use a larger corpus"
+            )
+    return sizes
+
+
+def patient_order(patient_ids: set[str], seed: int) -> list[str]:
+    def key(patient_id: str) -> str:
+        return hashlib.sha256(f"{seed}:{patient_id}".encode()).hexdigest()
+
+    return sorted(patient_ids, key=lambda p: (key(p), p))
+
+
+def assign_parts(notes: list[Note], fractions: Mapping[str, float], seed: int) -> list[Note]:
+    """Return the notes with their ``split`` set, patient by patient."""
+    ordered = patient_order({note.patient_id for note in notes}, seed)
+    sizes = part_sizes(len(ordered), fractions)
+    part_of: dict[str, str] = {}
+    position = 0
+    for part in PARTS:
+        for patient in ordered[position : position + sizes[part]]:
+            part_of[patient] = part
+        position += sizes[part]
+    return [note.with_split(part_of[note.patient_id]) for note in notes]
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--notes", required=True, type=Path, help="notes.parquet from ingest")
+    parser.add_argument("--seed", required=True, type=int, help="split seed")
+    for part in PARTS:
+        parser.add_argument(
+            f"--{part}-fraction", required=True, type=float, help=f"share of patients in {part}"
+        )
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--summary", required=True, type=Path)
+
+
+def run(args: argparse.Namespace) -> None:
+    fractions = {part: getattr(args, f"{part}_fraction") for part in PARTS}
+    notes = assign_parts(read_notes(args.notes), fractions, args.seed)
+    patients = {part: {n.patient_id for n in notes if n.split == part} for part in PARTS}
+    summary = {
+        "patients": {part: len(ids) for part, ids in patients.items()},
+        "notes": dict(Counter(n.split for n in notes)),
+        "notes_with_phi": dict(Counter(n.split for n in notes if n.spans)),
+        "spans": {part: sum(len(n.spans) for n in notes if n.split == part) for part in PARTS},
+    }
+    provenance = make_provenance(
+        "split", {"seed": args.seed, "fractions": fractions}, {"notes": args.notes}
+    )
+    write_notes(notes, args.out, provenance)
+    write_json_atomic({"summary": summary, "provenance": provenance}, args.summary)
+    log.info("split %d notes: %s", len(notes), summary["patients"])

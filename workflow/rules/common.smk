@@ -1,0 +1,62 @@
+"""Helpers shared by all rules: config validation, paths, parameter values."""
+
+import json
+import os
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from synthdeid.labels import CANONICAL_LABELS, coarse_view
+from synthdeid.readers import get_reader
+
+
+validate(config, schema="../schemas/config.schema.yaml")
+
+CORPUS = config["corpus"]["name"]
+
+
+wildcard_constraints:
+    corpus=CORPUS,
+
+
+def corpus_path():
+    """The corpus location: from the environment variable named by corpus.path_env, or corpus.path."""
+    variable = config["corpus"].get("path_env")
+    if variable:
+        value = os.environ.get(variable)
+        if not value:
+            raise WorkflowError(
+                f"corpus.path_env is {variable!r} but that environment variable is not set; "
+                f"export {variable}=/path/to/the/corpus"
+            )
+        return Path(value)
+    return Path(config["corpus"]["path"])
+
+
+def corpus_files(wildcards):
+    """Every file the corpus reader will read, so that a changed file reruns ingest."""
+    path = corpus_path()
+    files = get_reader(config["corpus"]["format"]).input_files(path)
+    if not files:
+        raise WorkflowError(f"no {config['corpus']['format']} corpus files found at {path}")
+    return [str(f) for f in files]
+
+
+def as_json(value):
+    """A config value as compact JSON, for passing dicts through params to the CLI."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+LABEL_MAP = as_json(
+    config["labels"]["mapping"] or {label: label for label in CANONICAL_LABELS}
+)
+COARSE_VIEW = as_json(coarse_view(config["labels"]["coarse_view"]))
+
+
+def all_targets():
+    return [
+        f"results/ingest_corpus/{CORPUS}/notes.parquet",
+        f"results/split_notes/{CORPUS}/notes.parquet",
+        f"results/mask_seeds/{CORPUS}/masked.parquet",
+    ]

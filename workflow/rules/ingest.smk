@@ -1,0 +1,60 @@
+rule ingest_corpus:
+    """Read the configured corpus into the canonical notes table.
+
+    input:  the corpus files (PhysioNet deid, BRAT, JSONL or i2b2 XML)
+    output: notes.parquet (canonical schema), summary.json (counts, provenance)
+    """
+    input:
+        corpus_files,
+    output:
+        notes="results/ingest_corpus/{corpus}/notes.parquet",
+        summary="results/ingest_corpus/{corpus}/summary.json",
+    params:
+        corpus=str(corpus_path()),
+        format=config["corpus"]["format"],
+        source=config["corpus"]["source"],
+        encoding=config["corpus"]["encoding"],
+        patient_id_regex=config["corpus"]["patient_id_regex"] or "",
+        overlaps=config["corpus"]["overlaps"],
+        label_map=LABEL_MAP,
+        coarse_view=COARSE_VIEW,
+    log:
+        "logs/ingest_corpus/{corpus}.log",
+    benchmark:
+        "benchmarks/ingest_corpus/{corpus}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    shell:
+        "synthdeid --log {log:q} ingest"
+        " --corpus {params.corpus:q} --format {params.format:q}"
+        " --source {params.source:q} --encoding {params.encoding:q}"
+        " --patient-id-regex={params.patient_id_regex:q} --overlaps {params.overlaps:q}"
+        " --label-map {params.label_map:q} --coarse-view {params.coarse_view:q}"
+        " --out {output.notes:q} --summary {output.summary:q}"
+
+
+rule split_notes:
+    """Assign every note to seed / train / holdout, patient by patient.
+
+    input:  notes.parquet from ingest_corpus
+    output: notes.parquet with the split column set, summary.json
+    """
+    input:
+        notes=rules.ingest_corpus.output.notes,
+    output:
+        notes="results/split_notes/{corpus}/notes.parquet",
+        summary="results/split_notes/{corpus}/summary.json",
+    params:
+        seed=config["split"]["seed"],
+        seed_fraction=config["split"]["fractions"]["seed"],
+        train_fraction=config["split"]["fractions"]["train"],
+        holdout_fraction=config["split"]["fractions"]["holdout"],
+    log:
+        "logs/split_notes/{corpus}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    shell:
+        "synthdeid --log {log:q} split --notes {input.notes:q} --seed {params.seed}"
+        " --seed-fraction {params.seed_fraction} --train-fraction {params.train_fraction}"
+        " --holdout-fraction {params.holdout_fraction}"
+        " --out {output.notes:q} --summary {output.summary:q}"
