@@ -20,6 +20,6 @@ include: "workflow/rules/environment.smk"
 
 
 rule all:
+    default_target: True
     input:
         all_targets(),
-    default_target: True

@@ -69,7 +69,8 @@ class LabelMap:
                 path,
                 record,
                 f"unknown label {label!r}",
-                f"add it to labels.mapping in the config (known: {', '.join(sorted(self.mapping))})",
+                "add it to labels.mapping in the config "
+                f"(known: {', '.join(sorted(self.mapping))})",
             ) from None
 
 

@@ -15,6 +15,9 @@ def configure_logging(log_file: str | Path | None = None, *, verbose: bool = Fal
         Path(log_file).parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_file, mode="w", encoding="utf-8"))
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO, format=FORMAT, handlers=handlers, force=True
+        level=logging.DEBUG if verbose else logging.INFO,
+        format=FORMAT,
+        handlers=handlers,
+        force=True,
     )
     logging.captureWarnings(True)

@@ -111,14 +111,17 @@ class MaskedNote:
     removed: list[RemovedValue]
 
 
-def mask_note(note: Note, view: Mapping[str, str] | None = None, propagate: bool = True) -> MaskedNote:
+def mask_note(
+    note: Note, view: Mapping[str, str] | None = None, propagate: bool = True
+) -> MaskedNote:
     """Mask one note. ``view`` maps canonical labels to placeholder labels."""
     existing = PLACEHOLDER_RE.search(note.text)
     if existing:
         raise InputError(
             "notes table",
             f"note {note.note_id!r}",
-            f"the text already contains placeholder-like {existing.group(0)!r} at {existing.start()}",
+            f"the text already contains placeholder-like {existing.group(0)!r} "
+            f"at {existing.start()}",
             "masked and real placeholders would be indistinguishable",
         )
     extra = unlabelled_mentions(note.text, note.spans) if propagate else []

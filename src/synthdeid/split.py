@@ -41,7 +41,9 @@ def part_sizes(n_patients: int, fractions: Mapping[str, float]) -> dict[str, int
         )
     wanted = {part: fractions.get(part, 0.0) * n_patients for part in PARTS}
     sizes = {part: math.floor(value) for part, value in wanted.items()}
-    by_remainder = sorted(PARTS, key=lambda p: (wanted[p] - sizes[p], -PARTS.index(p)), reverse=True)
+    by_remainder = sorted(
+        PARTS, key=lambda p: (wanted[p] - sizes[p], -PARTS.index(p)), reverse=True
+    )
     for part in by_remainder[: n_patients - sum(sizes.values())]:
         sizes[part] += 1
     for part in PARTS:

@@ -10,7 +10,6 @@ from snakemake.utils import validate
 from synthdeid.labels import CANONICAL_LABELS, coarse_view
 from synthdeid.readers import get_reader
 
-
 validate(config, schema="../schemas/config.schema.yaml")
 
 CORPUS = config["corpus"]["name"]
@@ -39,7 +38,9 @@ def corpus_files(wildcards):
     path = corpus_path()
     files = get_reader(config["corpus"]["format"]).input_files(path)
     if not files:
-        raise WorkflowError(f"no {config['corpus']['format']} corpus files found at {path}")
+        raise WorkflowError(
+            f"no {config['corpus']['format']} corpus files found at {path}"
+        )
     return [str(f) for f in files]
 
 

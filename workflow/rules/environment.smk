@@ -10,9 +10,9 @@ rule probe_gpu_env:
         "results/probe_gpu_env/environment.json",
     log:
         "logs/probe_gpu_env.log",
-    resources:
-        gpu=1,
     conda:
         "../../envs/gpu.yaml"
+    resources:
+        gpu=1,
     shell:
         "synthdeid --log {log:q} probe-env --out {output:q}"

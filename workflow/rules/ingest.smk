@@ -9,6 +9,12 @@ rule ingest_corpus:
     output:
         notes="results/ingest_corpus/{corpus}/notes.parquet",
         summary="results/ingest_corpus/{corpus}/summary.json",
+    log:
+        "logs/ingest_corpus/{corpus}.log",
+    benchmark:
+        "benchmarks/ingest_corpus/{corpus}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
     params:
         corpus=str(corpus_path()),
         format=config["corpus"]["format"],
@@ -18,12 +24,6 @@ rule ingest_corpus:
         overlaps=config["corpus"]["overlaps"],
         label_map=LABEL_MAP,
         coarse_view=COARSE_VIEW,
-    log:
-        "logs/ingest_corpus/{corpus}.log",
-    benchmark:
-        "benchmarks/ingest_corpus/{corpus}.tsv"
-    conda:
-        "../../envs/cpu.yaml"
     shell:
         "synthdeid --log {log:q} ingest"
         " --corpus {params.corpus:q} --format {params.format:q}"
@@ -44,15 +44,15 @@ rule split_notes:
     output:
         notes="results/split_notes/{corpus}/notes.parquet",
         summary="results/split_notes/{corpus}/summary.json",
+    log:
+        "logs/split_notes/{corpus}.log",
+    conda:
+        "../../envs/cpu.yaml"
     params:
         seed=config["split"]["seed"],
         seed_fraction=config["split"]["fractions"]["seed"],
         train_fraction=config["split"]["fractions"]["train"],
         holdout_fraction=config["split"]["fractions"]["holdout"],
-    log:
-        "logs/split_notes/{corpus}.log",
-    conda:
-        "../../envs/cpu.yaml"
     shell:
         "synthdeid --log {log:q} split --notes {input.notes:q} --seed {params.seed}"
         " --seed-fraction {params.seed_fraction} --train-fraction {params.train_fraction}"

@@ -11,17 +11,17 @@ rule mask_seeds:
         masked="results/mask_seeds/{corpus}/masked.parquet",
         removed="results/mask_seeds/{corpus}/removed_values.parquet",
         summary="results/mask_seeds/{corpus}/summary.json",
-    params:
-        parts=config["mask"]["parts"],
-        label_view=config["mask"]["label_view"],
-        propagate="--propagate" if config["mask"]["propagate"] else "--no-propagate",
-        coarse_view=COARSE_VIEW,
     log:
         "logs/mask_seeds/{corpus}.log",
     benchmark:
         "benchmarks/mask_seeds/{corpus}.tsv"
     conda:
         "../../envs/cpu.yaml"
+    params:
+        parts=config["mask"]["parts"],
+        label_view=config["mask"]["label_view"],
+        propagate="--propagate" if config["mask"]["propagate"] else "--no-propagate",
+        coarse_view=COARSE_VIEW,
     shell:
         "synthdeid --log {log:q} mask --notes {input.notes:q} --parts {params.parts:q}"
         " --label-view {params.label_view:q} --coarse-view {params.coarse_view:q}"

@@ -3,4 +3,13 @@
 from synthdeid.readers import brat, i2b2, jsonl, physionet
 from synthdeid.readers.base import READERS, CorpusReader, ReaderOptions, get_reader
 
-__all__ = ["READERS", "CorpusReader", "ReaderOptions", "brat", "get_reader", "i2b2", "jsonl", "physionet"]
+__all__ = [
+    "READERS",
+    "CorpusReader",
+    "ReaderOptions",
+    "brat",
+    "get_reader",
+    "i2b2",
+    "jsonl",
+    "physionet",
+]

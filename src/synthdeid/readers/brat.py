@@ -95,7 +95,9 @@ class BratReader(CorpusReader):
             fragments, verified = parse_ann(read_text(ann, self.options.encoding), text, path=ann)
             self.surfaces_verified += verified
             spans = [
-                Span(start, end, self.options.label_map.to_canonical(label, path=ann, record=record))
+                Span(
+                    start, end, self.options.label_map.to_canonical(label, path=ann, record=record)
+                )
                 for record, start, end, label in fragments
             ]
             note_id = txt.stem

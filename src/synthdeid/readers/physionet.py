@@ -133,7 +133,8 @@ class PhysioNetReader(CorpusReader):
 
         notes = []
         for (patient, note), text in records.items():
-            spans = self.finish_spans(text,
+            spans = self.finish_spans(
+                text,
                 spans_by_note.get((patient, note), []),
                 path=phrase_path,
                 record=f"patient {patient}, note {note}",
