@@ -40,6 +40,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     os.close(fd)
     tmp = Path(tmp_name)
+    # mkstemp creates 0600; give the artifact the permissions of an ordinary file
+    umask = os.umask(0)
+    os.umask(umask)
+    tmp.chmod(0o666 & ~umask)
     try:
         yield tmp
         os.replace(tmp, target)

@@ -1,0 +1,881 @@
+"""Generate the synthetic demo corpus (resources/demo/).
+
+The demo corpus is the project's embedded default input: short clinical-style
+notes in four styles (ICU nursing, veterinary consult, pathology report,
+radiology report), several per patient, about 30% of them carrying annotated
+PHI. Everything in it is made up: names, cities, streets and companies come
+from Faker (``en_US``, seeded), every other value from small phrase lists in
+this module and a seeded :class:`random.Random`. No text is taken from any
+real corpus.
+
+A note is assembled left to right from sentence templates whose slots are
+filled with values; a slot whose name is in :data:`SLOT_LABELS` becomes a span
+with that canonical label, and its offsets are recorded at the moment it is
+inserted (the text is never searched afterwards). Non-PHI notes use only
+templates without labelled slots, so they contain no PHI at all.
+
+The output for a given ``(n_notes, seed)`` is fully deterministic; the
+committed ``resources/demo/notes.jsonl`` is ``write_demo_corpus`` with the
+defaults, and a test checks it has not drifted from the generator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import string
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+from faker import Faker
+
+from synthdeid.artifacts import atomic_text
+from synthdeid.errors import ConfigError
+from synthdeid.labels import CANONICAL_LABELS
+
+log = logging.getLogger(__name__)
+
+DEFAULT_N_NOTES = 360
+DEFAULT_SEED = 20261122
+DEFAULT_OUT_DIR = Path("resources/demo")
+NOTES_FILE = "notes.jsonl"
+
+#: share of notes that carry PHI (the rest carry none)
+PHI_SHARE = 0.30
+#: share of patients that are animals (their notes are veterinary consults)
+ANIMAL_SHARE = 0.25
+#: share of human patients aged 90 or over
+OLDEST_SHARE = 0.18
+FAKER_LOCALE = "en_US"
+
+STYLES: tuple[str, ...] = ("icu_nursing", "veterinary", "pathology", "radiology")
+HUMAN_STYLES: tuple[str, ...] = ("icu_nursing", "pathology", "radiology")
+
+#: template slot name -> canonical label; every other slot is plain text
+SLOT_LABELS: dict[str, str] = {
+    "doctor": "DOCTOR",
+    "patient": "PATIENT",
+    "patient_last": "PATIENT",
+    "owner": "PATIENT",
+    "date": "DATE",
+    "date2": "DATE",
+    "age": "AGE",
+    "phone": "PHONE",
+    "mrn": "ID",
+    "accession": "ID",
+    "hospital": "HOSPITAL",
+    "city": "LOCATION",
+    "street": "LOCATION",
+    "employer": "OTHER",
+    "pager": "OTHER",
+}
+
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
+_AREA_CODES = ("212", "312", "415", "503", "617", "713", "802", "919")
+_FORMATTER = string.Formatter()
+
+
+# --------------------------------------------------------------------------
+# Note templates, per style: an ordered list of sections. A section has plain
+# variants (no labelled slots) and PHI variants (at least one labelled slot);
+# ``p`` is the chance a plain variant is included when the section is not
+# chosen to carry PHI.
+
+
+@dataclass(frozen=True)
+class _Section:
+    plain: tuple[str, ...]
+    phi: tuple[str, ...] = ()
+    p: float = 1.0
+
+
+_ICU: tuple[_Section, ...] = (
+    _Section(
+        plain=("NPN {shift}:", "MICU nursing note, {shift}.", "CCU NPN {shift}."),
+        phi=(
+            "NPN {shift} {date}:",
+            "Pt {patient}, {age} yo {sex}, MICU day {hd}.",
+            "CCU NPN {date}. Pt is a {age} yo {sex_word} transferred from {hospital}.",
+        ),
+    ),
+    _Section(
+        plain=(
+            "NEURO: A&Ox3, follows commands, MAE. PERRL.",
+            "NEURO: sedated on propofol {prop} mcg/kg/min, RASS -2, withdraws to pain.",
+            "NEURO: lethargic but arousable, oriented to self only. Pupils equal, brisk.",
+            "NEURO: intubated/sedated, fentanyl gtt {fent} mcg/hr, no purposeful mvmt.",
+        ),
+        phi=(
+            "NEURO: new L sided weakness at 0200, Dr. {doctor} aware; "
+            "Dr. {doctor} to reassess in AM.",
+        ),
+    ),
+    _Section(
+        plain=(
+            "CV: NSR {hr}s, SBP {sbp}s-{sbp2}s, no ectopy. Pulses palpable.",
+            "CV: afib with RVR to {hr2}, dilt gtt started, now rate {hr}s.",
+            "CV: ST {hr}s, MAPs >65 on levophed {levo} mcg/kg/min. K {k}, repleted.",
+        ),
+        phi=(
+            "CV: SBP dropped to 80s at 0300, Dr. {doctor} paged at {pager}, "
+            "500cc NS bolus given with good effect.",
+            "CV: NSR {hr}s. Cardiology fellow Dr. {doctor} aware; "
+            "Dr. {doctor} to f/u echo results.",
+        ),
+    ),
+    _Section(
+        plain=(
+            "RESP: LS clear bilat, RA sat {sat}%. Non-productive cough.",
+            "RESP: vent AC {tv}x{rr}, PEEP {peep}, FiO2 {fio2}%. "
+            "Suctioned for thick tan secretions.",
+            "RESP: LS coarse at bases, 4L NC sat {sat}%, encouraged IS use.",
+        ),
+    ),
+    _Section(
+        plain=(
+            "GI: abd soft, +BS, tolerating clears. GU: foley to gravity, UO {uo}cc/hr.",
+            "GI: NPO, OGT to LIS draining bilious fluid. GU: clear yellow urine, UO adequate.",
+            "GI/GU: TF at goal {tf}cc/hr, no residuals. Voiding qs.",
+        ),
+    ),
+    _Section(
+        plain=(
+            "SKIN: intact, turned q2h.",
+            "SKIN: stage II coccyx, duoderm intact.",
+            "SKIN: R groin site CDI, no hematoma.",
+        ),
+        p=0.6,
+    ),
+    _Section(
+        plain=(
+            "SOCIAL: family visited, updated by RN.",
+            "SOCIAL: no calls overnight.",
+            "SOCIAL: wife called, questions answered.",
+        ),
+        phi=(
+            "SOCIAL: daughter called from {city}, can be reached at {phone}.",
+            "SOCIAL: wife visited, lives at {street} in {city}. Pt retired from {employer}.",
+            "SOCIAL: son called, updated. Pt works at {employer}; HCP phone {phone}.",
+            "SOCIAL: {title} {patient_last} asking for wife; wife updated, will visit {date2}.",
+        ),
+        p=0.7,
+    ),
+    _Section(
+        plain=(
+            "PLAN: wean sedation, SBT in AM.",
+            "PLAN: cont current mgmt, monitor UO.",
+            "PLAN: ? call out to floor, PT consult.",
+        ),
+        phi=(
+            "PLAN: f/u with Dr. {doctor}, repeat labs {date2}.",
+            "PLAN: transfer back to {hospital} when bed available.",
+            "PLAN: echo {date2}, MRN {mrn} on requisition.",
+        ),
+    ),
+)
+
+_RADIOLOGY: tuple[_Section, ...] = (
+    _Section(
+        plain=("EXAM: {rad_exam}.",),
+        phi=("EXAM: {rad_exam}, {date}.", "EXAM: {rad_exam}. ACCESSION: {accession}."),
+    ),
+    _Section(
+        plain=("HISTORY: {rad_history}.",),
+        phi=(
+            "HISTORY: {age}-year-old {sex_word} with {rad_history_lc}.",
+            "HISTORY: {rad_history}. MRN {mrn}.",
+        ),
+    ),
+    _Section(plain=("TECHNIQUE: {rad_technique}",), p=0.5),
+    _Section(
+        plain=("COMPARISON: None.", "COMPARISON: Prior study of the same region."),
+        phi=(
+            "COMPARISON: {date2}.",
+            "COMPARISON: Outside study from {hospital} dated {date2}.",
+        ),
+    ),
+    _Section(plain=("FINDINGS: {rad_finding1} {rad_finding2}",)),
+    _Section(
+        plain=("IMPRESSION: {rad_impression}",),
+        phi=(
+            "IMPRESSION: {rad_impression} Dr. {doctor} notified by phone at {phone}; "
+            "read-back confirmed by Dr. {doctor}.",
+            "IMPRESSION: {rad_impression} Discussed with Dr. {doctor} on {date}.",
+        ),
+    ),
+    _Section(
+        plain=("Attending radiologist has reviewed the images and agrees.",),
+        phi=(
+            "Dictated by Dr. {doctor}, {hospital} Radiology.",
+            "Performed at the {city} outpatient imaging center; report sent to Dr. {doctor}.",
+        ),
+        p=0.5,
+    ),
+)
+
+_PATHOLOGY: tuple[_Section, ...] = (
+    _Section(
+        plain=("SURGICAL PATHOLOGY REPORT",),
+        phi=(
+            "SURGICAL PATHOLOGY REPORT {accession}",
+            "SURGICAL PATHOLOGY REPORT, {hospital}",
+            "SURGICAL PATHOLOGY REPORT, outside consult from {city}",
+        ),
+    ),
+    _Section(
+        plain=(),
+        phi=(
+            "PATIENT: {patient}   MRN: {mrn}",
+            "Received {date}. Submitting physician: Dr. {doctor}.",
+        ),
+    ),
+    _Section(
+        plain=("CLINICAL HISTORY: {path_history}.",),
+        phi=("CLINICAL HISTORY: {age} year old {sex_word}, {path_history_lc}.",),
+    ),
+    _Section(plain=("SPECIMEN: {path_specimen}.",)),
+    _Section(plain=("GROSS: {path_gross}",)),
+    _Section(plain=("MICROSCOPIC: {path_micro}",), p=0.7),
+    _Section(plain=("DIAGNOSIS: {path_dx}",)),
+    _Section(
+        plain=("Electronically signed out by the attending pathologist.",),
+        phi=(
+            "Signed out by Dr. {doctor} on {date2}. I, Dr. {doctor}, "
+            "have personally reviewed the slides.",
+            "Signed: Dr. {doctor}, pager {pager}.",
+        ),
+        p=0.6,
+    ),
+)
+
+_VETERINARY: tuple[_Section, ...] = (
+    _Section(
+        plain=("VETERINARY CONSULT - {vet_service}",),
+        phi=(
+            "VETERINARY CONSULT - {vet_service}, {hospital}, {date}",
+            "VETERINARY CONSULT {date} - {vet_service}",
+        ),
+    ),
+    _Section(
+        plain=("SIGNALMENT: {vet_stage} {vet_sex} {breed} ({species}).",),
+        phi=("SIGNALMENT: {age} yr old {vet_sex} {breed} ({species}).",),
+    ),
+    _Section(
+        plain=(),
+        phi=(
+            "OWNER: {owner}, {street}, {city}. Phone {phone}.",
+            "Owner {owner} can be reached at {phone}. Acct {mrn}.",
+            "Referred by Dr. {doctor} of {hospital}.",
+            "Owner works at {employer} and is away weekdays.",
+        ),
+    ),
+    _Section(
+        plain=("PRESENTING COMPLAINT: {vet_complaint}.",),
+        phi=("PRESENTING COMPLAINT: {vet_complaint}, first noted by owner on {date2}.",),
+    ),
+    _Section(plain=("EXAM: T {vet_temp} F, HR {vet_hr}, RR {vet_rr}. {vet_exam}",)),
+    _Section(plain=("ASSESSMENT: {vet_assessment}.",)),
+    _Section(
+        plain=("PLAN: {vet_plan}.",),
+        phi=(
+            "PLAN: {vet_plan}. Recheck with Dr. {doctor} in 2 weeks; "
+            "Dr. {doctor} to call owner with results.",
+            "PLAN: {vet_plan}. Owner {owner} agrees; {owner} declined hospitalization.",
+        ),
+    ),
+)
+
+_TEMPLATES: dict[str, tuple[_Section, ...]] = {
+    "icu_nursing": _ICU,
+    "veterinary": _VETERINARY,
+    "pathology": _PATHOLOGY,
+    "radiology": _RADIOLOGY,
+}
+#: how sections of a style are joined
+_SEPARATORS: dict[str, str] = {
+    "icu_nursing": " ",
+    "veterinary": "\n",
+    "pathology": "\n",
+    "radiology": "\n",
+}
+
+
+# --------------------------------------------------------------------------
+# Clinical phrase lists (written for this corpus).
+
+
+@dataclass(frozen=True)
+class _RadExam:
+    exam: str
+    technique: str
+    histories: tuple[str, ...]
+    findings: tuple[str, ...]
+    impressions: tuple[str, ...]
+
+
+_RAD_EXAMS: tuple[_RadExam, ...] = (
+    _RadExam(
+        "CT chest with contrast",
+        "Axial images of the chest after IV contrast, coronal reformats.",
+        ("Cough and fever", "Follow-up of pulmonary nodule", "Shortness of breath"),
+        (
+            "There is a 6 mm nodule in the right upper lobe.",
+            "No pleural effusion or pneumothorax.",
+            "Patchy consolidation in the left lower lobe.",
+            "Heart size is normal. No pericardial effusion.",
+            "Mediastinal lymph nodes are not enlarged.",
+        ),
+        (
+            "Left lower lobe pneumonia.",
+            "Stable right upper lobe nodule; follow-up CT in 12 months.",
+            "No acute cardiopulmonary process.",
+        ),
+    ),
+    _RadExam(
+        "Portable chest radiograph",
+        "Single AP view of the chest.",
+        ("Endotracheal tube placement", "Hypoxia", "Line placement"),
+        (
+            "Endotracheal tube tip 4 cm above the carina.",
+            "Right IJ catheter terminates in the SVC.",
+            "Bibasilar atelectasis, unchanged.",
+            "Mild pulmonary vascular congestion.",
+        ),
+        (
+            "Lines and tubes in satisfactory position.",
+            "Mild congestion, no focal consolidation.",
+        ),
+    ),
+    _RadExam(
+        "CT head without contrast",
+        "Contiguous axial images from skull base to vertex.",
+        ("Fall with head strike", "Altered mental status", "Headache"),
+        (
+            "No intracranial hemorrhage, mass effect or midline shift.",
+            "Chronic small vessel ischemic changes.",
+            "Ventricles and sulci are age-appropriate.",
+            "The visualized paranasal sinuses are clear.",
+        ),
+        ("No acute intracranial abnormality.", "Chronic microvascular changes only."),
+    ),
+    _RadExam(
+        "Ultrasound abdomen",
+        "Grayscale and color Doppler images of the right upper quadrant.",
+        ("Right upper quadrant pain", "Elevated liver enzymes"),
+        (
+            "Multiple gallstones without gallbladder wall thickening.",
+            "The common bile duct measures 4 mm.",
+            "The liver is mildly echogenic, consistent with fatty infiltration.",
+            "No ascites.",
+        ),
+        ("Cholelithiasis without cholecystitis.", "Hepatic steatosis."),
+    ),
+    _RadExam(
+        "MRI lumbar spine without contrast",
+        "Sagittal and axial T1 and T2 weighted images.",
+        ("Low back pain radiating to the left leg", "Lower extremity weakness"),
+        (
+            "Disc bulge at L4-L5 with mild left foraminal narrowing.",
+            "No spinal canal stenosis.",
+            "Conus terminates normally at L1.",
+            "Facet arthropathy at L5-S1.",
+        ),
+        (
+            "Degenerative disc disease at L4-L5 with mild foraminal narrowing.",
+            "No high-grade stenosis.",
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class _PathCase:
+    specimen: str
+    history: str
+    gross: str
+    micro: str
+    diagnoses: tuple[str, ...]
+
+
+_PATH_CASES: tuple[_PathCase, ...] = (
+    _PathCase(
+        "Colon, sigmoid, biopsy",
+        "Screening colonoscopy, polyp",
+        "Received in formalin are two tan soft tissue fragments, 0.3 cm in aggregate, "
+        "entirely submitted.",
+        "Sections show colonic mucosa with crowded tubular glands and low-grade dysplasia.",
+        ("Tubular adenoma.", "Hyperplastic polyp. No dysplasia identified."),
+    ),
+    _PathCase(
+        "Skin, left forearm, excision",
+        "Changing pigmented lesion",
+        "An ellipse of skin 1.8 x 0.7 cm with a central brown macule. Margins inked.",
+        "Sections show a compound melanocytic proliferation without atypia.",
+        ("Compound nevus, margins clear.", "Seborrheic keratosis."),
+    ),
+    _PathCase(
+        "Prostate, needle core biopsies",
+        "Elevated PSA",
+        "Twelve cores of tan tissue, each up to 1.5 cm, submitted in separate cassettes.",
+        "Small infiltrating glands with prominent nucleoli in two of twelve cores.",
+        ("Prostatic adenocarcinoma, Gleason score 3+4=7.", "Benign prostatic tissue."),
+    ),
+    _PathCase(
+        "Gallbladder, cholecystectomy",
+        "Symptomatic cholelithiasis",
+        "A gallbladder 8 cm in length containing multiple yellow faceted stones.",
+        "The wall shows chronic inflammation and Rokitansky-Aschoff sinuses.",
+        ("Chronic cholecystitis with cholelithiasis.",),
+    ),
+    _PathCase(
+        "Appendix, appendectomy",
+        "Right lower quadrant pain",
+        "An appendix 6.5 cm in length with a dull, fibrinous serosa.",
+        "Transmural neutrophilic infiltrate with serositis.",
+        ("Acute appendicitis with periappendicitis.",),
+    ),
+    _PathCase(
+        "Breast, right, core biopsy",
+        "Mass on screening mammogram",
+        "Four cores of fibrofatty tissue, up to 1.2 cm, entirely submitted.",
+        "Sections show a well-circumscribed fibroepithelial lesion.",
+        ("Fibroadenoma. No atypia or malignancy.",),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class _VetCase:
+    complaint: str
+    exam: str
+    assessment: str
+    plan: str
+
+
+_SPECIES: dict[str, tuple[tuple[str, ...], tuple[_VetCase, ...]]] = {
+    "canine": (
+        ("Labrador Retriever", "German Shepherd", "Beagle", "Dachshund", "Boxer", "mixed breed"),
+        (
+            _VetCase(
+                "Vomiting and diarrhea for two days",
+                "Mildly dehydrated, abdomen soft, no pain on palpation.",
+                "Acute gastroenteritis, suspect dietary indiscretion",
+                "SQ fluids, bland diet, maropitant for three days",
+            ),
+            _VetCase(
+                "Lameness of the right hind limb",
+                "Positive drawer sign on the right stifle, mild effusion.",
+                "Suspected cranial cruciate ligament rupture",
+                "Stifle radiographs, NSAID, strict rest, surgical consult",
+            ),
+            _VetCase(
+                "Pruritus and ear odor",
+                "Erythematous ear canals with brown discharge bilaterally.",
+                "Otitis externa, likely yeast",
+                "Ear cytology, ear cleaning, topical antifungal drops",
+            ),
+        ),
+    ),
+    "feline": (
+        ("Domestic Shorthair", "Maine Coon", "Siamese", "Persian"),
+        (
+            _VetCase(
+                "Straining to urinate",
+                "Small, painful bladder on palpation, not obstructed.",
+                "Feline idiopathic cystitis",
+                "Urinalysis, analgesia, wet food and increased water intake",
+            ),
+            _VetCase(
+                "Weight loss despite good appetite",
+                "Thin body condition, palpable thyroid nodule, HR elevated.",
+                "Suspected hyperthyroidism",
+                "Total T4, chemistry panel, blood pressure",
+            ),
+        ),
+    ),
+    "equine": (
+        ("Quarter Horse", "Thoroughbred", "Arabian"),
+        (
+            _VetCase(
+                "Mild colic signs since morning",
+                "Reduced gut sounds in all quadrants, mucous membranes pink.",
+                "Mild spasmodic colic",
+                "Flunixin, withhold feed, walk and recheck in four hours",
+            ),
+            _VetCase(
+                "Left forelimb lameness",
+                "Grade 2 of 5 lameness, positive hoof tester response at the toe.",
+                "Suspected subsolar abscess",
+                "Pare the sole, poultice the hoof, recheck in three days",
+            ),
+        ),
+    ),
+}
+_VET_SERVICES = ("Internal Medicine", "Surgery", "Emergency", "Dermatology")
+_VET_SEXES = ("MN", "FS", "M", "F")
+_VET_STAGES = ("Adult", "Young adult", "Senior", "Middle-aged")
+_SHIFTS = ("7a-7p", "7p-7a", "0700-1900", "1900-0700")
+
+
+# --------------------------------------------------------------------------
+# Assembly
+
+
+class _NoteBuilder:
+    """Assembles a note left to right, recording span offsets as slots go in."""
+
+    def __init__(self, *, allow_phi: bool) -> None:
+        self.allow_phi = allow_phi
+        self.parts: list[str] = []
+        self.spans: list[dict[str, Any]] = []
+        self.length = 0
+
+    def literal(self, text: str) -> None:
+        self.parts.append(text)
+        self.length += len(text)
+
+    def slot(self, label: str, value: str) -> None:
+        if not self.allow_phi:
+            raise RuntimeError(f"a {label} slot in a note meant to carry no PHI")
+        start = self.length
+        self.literal(value)
+        self.spans.append({"start": start, "end": self.length, "label": label, "text": value})
+
+    def template(self, template: str, values: Mapping[str, str]) -> None:
+        for literal, name, _spec, _conversion in _FORMATTER.parse(template):
+            if literal:
+                self.literal(literal)
+            if name is None:
+                continue
+            label = SLOT_LABELS.get(name)
+            if label is None:
+                self.literal(values[name])
+            else:
+                self.slot(label, values[name])
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+@dataclass
+class _Patient:
+    patient_id: str
+    kind: str  # "human" or "animal"
+    values: dict[str, str]
+    doctors: list[str]
+    base_date: date
+    notes: list[str] = field(default_factory=list)
+
+
+def _format_date(day: date, rng: random.Random) -> str:
+    month = _MONTHS[day.month - 1]
+    forms = (
+        f"{day.month}/{day.day}",
+        f"{day.month:02d}/{day.day:02d}/{day.year}",
+        day.isoformat(),
+        f"{day.day:02d}-{month[:3]}-{day.year}",
+        f"{month} {day.day}, {day.year}",
+    )
+    return rng.choice(forms)
+
+
+def _phone(rng: random.Random) -> str:
+    # 555-0100 to 555-0199 is reserved for fictional use
+    area = rng.choice(_AREA_CODES)
+    line = f"555-01{rng.randint(0, 99):02d}"
+    return f"({area}) {line}" if rng.random() < 0.6 else f"{area}-{line}"
+
+
+def _doctor_name(fake: Faker, rng: random.Random) -> str:
+    first, last = fake.first_name(), fake.last_name()
+    form = rng.random()
+    if form < 0.5:
+        return last
+    if form < 0.8:
+        return f"{first} {last}"
+    return f"{first[0]}. {last}"
+
+
+def _hospital_name(fake: Faker, rng: random.Random, *, animal: bool) -> str:
+    if animal:
+        forms = (f"{fake.city()} Animal Hospital", f"{fake.last_name()} Veterinary Clinic")
+    else:
+        forms = (
+            f"{fake.city()} General Hospital",
+            f"{fake.last_name()} Memorial Hospital",
+            f"{fake.city()} Regional Medical Center",
+        )
+    return rng.choice(forms)
+
+
+def _make_patient(index: int, fake: Faker, rng: random.Random) -> _Patient:
+    kind = "animal" if rng.random() < ANIMAL_SHARE else "human"
+    first, last = fake.first_name(), fake.last_name()
+    values = {
+        "patient": f"{first} {last}",
+        "patient_last": last,
+        "owner": f"{first} {last}",
+        "mrn": f"{rng.randint(1000, 9999)}-{rng.randint(1000, 9999)}",
+        "phone": _phone(rng),
+        "city": fake.city(),
+        "street": fake.street_address(),
+        "hospital": _hospital_name(fake, rng, animal=kind == "animal"),
+        "employer": fake.company(),
+        "pager": f"{rng.randint(1, 9)}-{rng.randint(1000, 9999)}",
+    }
+    doctors = [_doctor_name(fake, rng) for _ in range(2)]
+    if kind == "human":
+        sex = rng.choice("MF")
+        oldest = rng.random() < OLDEST_SHARE
+        age = rng.randint(90, 103) if oldest else rng.randint(19, 89)
+        values.update(
+            sex=sex,
+            sex_word="man" if sex == "M" else "woman",
+            title="Mr." if sex == "M" else "Ms.",
+        )
+    else:
+        species = rng.choice(sorted(_SPECIES))
+        values.update(
+            species=species,
+            breed=rng.choice(_SPECIES[species][0]),
+            vet_sex=rng.choice(_VET_SEXES),
+            vet_stage=rng.choice(_VET_STAGES),
+        )
+        age = rng.randint(1, 25 if species == "equine" else 16)
+    values["age"] = str(age)
+    base_date = date(2003, 1, 1) + timedelta(days=rng.randint(0, 21 * 365))
+    return _Patient(f"demo-p{index:03d}", kind, values, doctors, base_date)
+
+
+def _note_values(
+    style: str, patient: _Patient, note_day: date, rng: random.Random
+) -> dict[str, str]:
+    """Slot values for one note: the patient's, plus per-note dates and fillers."""
+    values = dict(patient.values)
+    values["doctor"] = rng.choice(patient.doctors)
+    values["date"] = _format_date(note_day, rng)
+    # a second date: an earlier one (a comparison study, an onset) or a later one (a plan)
+    if style in ("radiology", "veterinary"):
+        second_day = note_day - timedelta(days=rng.randint(3, 400))
+    else:
+        second_day = note_day + timedelta(days=rng.randint(1, 14))
+    values["date2"] = _format_date(second_day, rng)
+    if style == "icu_nursing":
+        hr = rng.randrange(60, 110, 10)
+        sbp = rng.randrange(90, 140, 10)
+        values.update(
+            shift=rng.choice(_SHIFTS),
+            hd=str(rng.randint(1, 12)),
+            prop=str(rng.randrange(10, 60, 5)),
+            fent=str(rng.randrange(25, 200, 25)),
+            hr=str(hr),
+            hr2=str(rng.randint(130, 165)),
+            sbp=str(sbp),
+            sbp2=str(sbp + 20),
+            levo=f"0.{rng.randint(2, 15):02d}",
+            k=f"{rng.randint(30, 36) / 10:.1f}",
+            sat=str(rng.randint(92, 99)),
+            tv=str(rng.randrange(350, 550, 50)),
+            rr=str(rng.randint(12, 20)),
+            peep=str(rng.choice((5, 8, 10, 12))),
+            fio2=str(rng.randrange(30, 70, 10)),
+            uo=str(rng.randrange(30, 120, 10)),
+            tf=str(rng.randrange(40, 80, 5)),
+        )
+    elif style == "radiology":
+        exam = rng.choice(_RAD_EXAMS)
+        finding1, finding2 = rng.sample(exam.findings, 2)
+        history = rng.choice(exam.histories)
+        values.update(
+            rad_exam=exam.exam,
+            rad_technique=exam.technique,
+            rad_history=history,
+            rad_history_lc=history[0].lower() + history[1:],
+            rad_finding1=finding1,
+            rad_finding2=finding2,
+            rad_impression=rng.choice(exam.impressions),
+            accession=f"RA{rng.randint(1_000_000, 9_999_999)}",
+        )
+    elif style == "pathology":
+        case = rng.choice(_PATH_CASES)
+        values.update(
+            path_specimen=case.specimen,
+            path_history=case.history,
+            path_history_lc=case.history[0].lower() + case.history[1:],
+            path_gross=case.gross,
+            path_micro=case.micro,
+            path_dx=rng.choice(case.diagnoses),
+            accession=f"S{note_day.year % 100:02d}-{rng.randint(10000, 99999)}",
+        )
+    else:  # veterinary
+        case = rng.choice(_SPECIES[values["species"]][1])
+        equine = values["species"] == "equine"
+        values.update(
+            vet_service=rng.choice(_VET_SERVICES),
+            vet_complaint=case.complaint,
+            vet_exam=case.exam,
+            vet_assessment=case.assessment,
+            vet_plan=case.plan,
+            vet_temp=f"{rng.randint(995, 1025) / 10:.1f}",
+            vet_hr=str(rng.randint(32, 48) if equine else rng.randint(80, 180)),
+            vet_rr=str(rng.randint(10, 40)),
+        )
+    return values
+
+
+def _build_note(
+    style: str, values: Mapping[str, str], rng: random.Random, *, phi: bool
+) -> tuple[str, list[dict[str, Any]]]:
+    sections = _TEMPLATES[style]
+    chosen: set[int] = set()
+    if phi:
+        candidates = [i for i, section in enumerate(sections) if section.phi]
+        k = min(len(candidates), rng.choice((1, 1, 2, 2, 3)))
+        chosen = set(rng.sample(candidates, k))
+    builder = _NoteBuilder(allow_phi=phi)
+    separator = _SEPARATORS[style]
+    first = True
+    for i, section in enumerate(sections):
+        if i in chosen:
+            template = rng.choice(section.phi)
+        elif section.plain and rng.random() < section.p:
+            template = rng.choice(section.plain)
+        else:
+            continue
+        if not first:
+            builder.literal(separator)
+        first = False
+        builder.template(template, values)
+    return builder.text(), builder.spans
+
+
+def generate_demo_notes(n_notes: int = DEFAULT_N_NOTES, seed: int = DEFAULT_SEED) -> list[dict]:
+    """Generate ``n_notes`` synthetic notes, deterministically for ``seed``.
+
+    Each record is ``{"note_id", "patient_id", "style", "synthetic": True,
+    "text", "spans"}`` with spans ``{"start", "end", "label", "text"}`` sorted,
+    non-overlapping and with ``text[start:end] == span["text"]``. Exactly
+    ``round(PHI_SHARE * n_notes)`` notes carry spans; the others carry no PHI.
+    """
+    if n_notes < 1:
+        raise ConfigError(f"n_notes must be at least 1, got {n_notes}")
+    rng = random.Random(seed)
+    fake = Faker(FAKER_LOCALE)
+    fake.seed_instance(seed)
+
+    # patients, each with several notes, and the style of every note
+    plan: list[tuple[_Patient, str, int]] = []
+    patients: list[_Patient] = []
+    while len(plan) < n_notes:
+        patient = _make_patient(len(patients) + 1, fake, rng)
+        patients.append(patient)
+        remaining = n_notes - len(plan)
+        count = rng.randint(2, 6)
+        if count >= remaining - 1:  # take the rest rather than leave one note over
+            count = remaining
+        for number in range(1, count + 1):
+            style = "veterinary" if patient.kind == "animal" else rng.choice(HUMAN_STYLES)
+            plan.append((patient, style, number))
+
+    phi_notes = set(rng.sample(range(n_notes), round(PHI_SHARE * n_notes)))
+    records: list[dict] = []
+    for index, (patient, style, number) in enumerate(plan):
+        note_day = patient.base_date + timedelta(days=2 * (number - 1) + rng.randint(0, 1))
+        values = _note_values(style, patient, note_day, rng)
+        text, spans = _build_note(style, values, rng, phi=index in phi_notes)
+        records.append(
+            {
+                "note_id": f"{patient.patient_id}-n{number:02d}",
+                "patient_id": patient.patient_id,
+                "style": style,
+                "synthetic": True,
+                "text": text,
+                "spans": spans,
+            }
+        )
+    return records
+
+
+def render_jsonl(records: Iterable[Mapping[str, Any]]) -> str:
+    """The exact bytes of ``notes.jsonl`` (as text): one sorted-key JSON object a line."""
+    return "".join(
+        json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n" for record in records
+    )
+
+
+def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Counts for the README and the log: notes, patients, styles, PHI share, spans."""
+    spans_per_label = Counter(span["label"] for r in records for span in r["spans"])
+    phi_bearing = sum(1 for r in records if r["spans"])
+    words = [len(r["text"].split()) for r in records]
+    return {
+        "notes": len(records),
+        "patients": len({r["patient_id"] for r in records}),
+        "notes_per_style": dict(sorted(Counter(r["style"] for r in records).items())),
+        "phi_bearing_notes": phi_bearing,
+        "phi_bearing_share": phi_bearing / len(records) if records else 0.0,
+        "spans": sum(spans_per_label.values()),
+        "spans_per_label": {label: spans_per_label.get(label, 0) for label in CANONICAL_LABELS},
+        "words_min": min(words, default=0),
+        "words_max": max(words, default=0),
+        "words_mean": sum(words) / len(words) if words else 0.0,
+    }
+
+
+def write_demo_corpus(out_dir: Path, n_notes: int, seed: int) -> None:
+    """Write ``out_dir/notes.jsonl`` atomically."""
+    records = generate_demo_notes(n_notes, seed)
+    path = Path(out_dir) / NOTES_FILE
+    with atomic_text(path) as handle:
+        handle.write(render_jsonl(records))
+    stats = summarize(records)
+    log.info(
+        "wrote %s: %d notes, %d patients, %d PHI-bearing (%.1f%%), %d spans",
+        path,
+        stats["notes"],
+        stats["patients"],
+        stats["phi_bearing_notes"],
+        100 * stats["phi_bearing_share"],
+        stats["spans"],
+    )
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--out-dir",
+        type=Path,
+        default=DEFAULT_OUT_DIR,
+        help=f"folder to write {NOTES_FILE} into (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--n-notes",
+        type=int,
+        default=DEFAULT_N_NOTES,
+        help="number of notes (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help="random seed (default: %(default)s)"
+    )
+
+
+def run(args: argparse.Namespace) -> None:
+    write_demo_corpus(args.out_dir, args.n_notes, args.seed)

@@ -1,0 +1,27 @@
+"""Shared fixtures: the repository root, the PhysioNet corpus (when available)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def physionet_dir() -> Path:
+    """The PhysioNet deid developer part, from PHYSIONET_DEID_DIR; skips when absent."""
+    value = os.environ.get("PHYSIONET_DEID_DIR")
+    if not value:
+        pytest.skip("PHYSIONET_DEID_DIR is not set: PhysioNet integration tests need the corpus")
+    path = Path(value)
+    if not (path / "id.text").is_file() or not (path / "id-phi.phrase").is_file():
+        pytest.skip(f"PHYSIONET_DEID_DIR={value} has no id.text / id-phi.phrase")
+    return path

@@ -1,0 +1,152 @@
+"""Tests for the synthetic demo corpus generator and the committed resources/demo/."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import string
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from synthdeid import demo_corpus
+from synthdeid.demo_corpus import (
+    DEFAULT_N_NOTES,
+    DEFAULT_SEED,
+    SLOT_LABELS,
+    STYLES,
+    generate_demo_notes,
+    register_arguments,
+    render_jsonl,
+    run,
+    summarize,
+    write_demo_corpus,
+)
+from synthdeid.errors import ConfigError
+from synthdeid.labels import CANONICAL_LABELS, LabelMap
+from synthdeid.readers.base import ReaderOptions
+from synthdeid.readers.jsonl import JsonlReader
+
+DEMO_FILE = Path(__file__).resolve().parents[1] / "resources" / "demo" / "notes.jsonl"
+
+
+@pytest.fixture(scope="module")
+def records() -> list[dict]:
+    return generate_demo_notes()
+
+
+def test_same_seed_same_records(records: list[dict]) -> None:
+    assert generate_demo_notes() == records
+    assert render_jsonl(generate_demo_notes()) == render_jsonl(records)
+
+
+def test_different_seed_different_records(records: list[dict]) -> None:
+    other = generate_demo_notes(seed=DEFAULT_SEED + 1)
+    assert [r["text"] for r in other] != [r["text"] for r in records]
+
+
+def test_record_shape(records: list[dict]) -> None:
+    for record in records:
+        assert set(record) == {"note_id", "patient_id", "style", "synthetic", "text", "spans"}
+        assert record["synthetic"] is True
+        assert record["note_id"].startswith(record["patient_id"] + "-n")
+    assert len({r["note_id"] for r in records}) == len(records)
+
+
+def test_size_styles_and_patients(records: list[dict]) -> None:
+    assert len(records) >= 300
+    assert {r["style"] for r in records} == set(STYLES)
+    per_patient = Counter(r["patient_id"] for r in records)
+    assert min(per_patient.values()) >= 2
+    assert all(pid.startswith("demo-p") for pid in per_patient)
+    words = [len(r["text"].split()) for r in records]
+    assert min(words) >= 20
+    assert max(words) <= 120
+
+
+def test_phi_bearing_share(records: list[dict]) -> None:
+    share = sum(1 for r in records if r["spans"]) / len(records)
+    assert 0.25 <= share <= 0.35
+
+
+def test_every_canonical_label_present(records: list[dict]) -> None:
+    labels = {span["label"] for r in records for span in r["spans"]}
+    assert labels == set(CANONICAL_LABELS)
+    ages = [int(s["text"]) for r in records for s in r["spans"] if s["label"] == "AGE"]
+    assert sum(age >= 90 for age in ages) >= 2
+
+
+def test_within_note_repetition(records: list[dict]) -> None:
+    repeated = [
+        r["note_id"]
+        for r in records
+        if any(n > 1 for n in Counter((s["label"], s["text"]) for s in r["spans"]).values())
+    ]
+    assert repeated
+
+
+def test_spans_match_surface_and_do_not_overlap(records: list[dict]) -> None:
+    for record in records:
+        text = record["text"]
+        previous_end = 0
+        for span in record["spans"]:
+            assert span["label"] in CANONICAL_LABELS
+            assert 0 <= previous_end <= span["start"] < span["end"] <= len(text)
+            assert text[span["start"] : span["end"]] == span["text"]
+            previous_end = span["end"]
+
+
+def test_templates_label_only_known_slots() -> None:
+    assert set(SLOT_LABELS.values()) <= set(CANONICAL_LABELS)
+    for sections in demo_corpus._TEMPLATES.values():
+        for section in sections:
+            for template in section.plain:
+                names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+                assert not names & set(SLOT_LABELS), template
+            for template in section.phi:
+                names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+                assert names & set(SLOT_LABELS), template
+
+
+def test_committed_file_matches_generator(records: list[dict]) -> None:
+    assert DEMO_FILE.read_text(encoding="utf-8") == render_jsonl(records), (
+        "resources/demo/notes.jsonl has drifted from the generator; "
+        "regenerate it with `synthdeid make-demo`"
+    )
+
+
+def test_committed_file_reads_with_jsonl_reader(records: list[dict]) -> None:
+    reader = JsonlReader(ReaderOptions(label_map=LabelMap.identity(), source="demo"))
+    notes = reader.read(DEMO_FILE)
+    assert len(notes) == len(records) == DEFAULT_N_NOTES
+    for note, record in zip(notes, records, strict=True):
+        assert note.note_id == record["note_id"]
+        assert note.patient_id == record["patient_id"]
+        assert note.source == "demo"
+        assert [(s.start, s.end, s.label) for s in note.spans] == [
+            (s["start"], s["end"], s["label"]) for s in record["spans"]
+        ]
+
+
+def test_write_and_cli_entry(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    register_arguments(parser)
+    defaults = parser.parse_args([])
+    assert defaults.out_dir == Path("resources/demo")
+    assert (defaults.n_notes, defaults.seed) == (DEFAULT_N_NOTES, DEFAULT_SEED)
+
+    run(parser.parse_args(["--out-dir", str(tmp_path), "--n-notes", "40", "--seed", "7"]))
+    lines = (tmp_path / "notes.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line) for line in lines] == generate_demo_notes(40, 7)
+    assert list(tmp_path.iterdir()) == [tmp_path / "notes.jsonl"]
+
+    first = (tmp_path / "notes.jsonl").read_bytes()
+    write_demo_corpus(tmp_path, 40, 7)
+    assert (tmp_path / "notes.jsonl").read_bytes() == first
+    assert summarize(generate_demo_notes(40, 7))["notes"] == 40
+
+
+def test_rejects_empty_corpus() -> None:
+    with pytest.raises(ConfigError):
+        generate_demo_notes(0)
