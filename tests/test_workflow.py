@@ -1,0 +1,169 @@
+"""End-to-end: lint, dry run, a real run on the demo config, reruns by branch."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from synthdeid.artifacts import read_parquet_with_provenance
+from synthdeid.mask import PLACEHOLDER_RE, REMOVED_SCHEMA
+from synthdeid.notes import NOTES_SCHEMA, read_notes
+
+pytestmark = pytest.mark.slow
+
+WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "resources", "envs")
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "2", *args],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if check and result.returncode != 0:
+        pytest.fail(
+            f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        )
+    return result
+
+
+def planned_jobs(output: str) -> dict[str, int]:
+    """Rule -> count from the 'Job stats' table of a dry run."""
+    jobs: dict[str, int] = {}
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Job stats:"))
+    for line in lines[start + 3 :]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        jobs[parts[0]] = int(parts[1])
+    return jobs
+
+
+def copy_workflow(repo: Path, target: Path) -> Path:
+    """Copy the workflow (not results) into ``target``, a fresh working directory."""
+    for part in WORKFLOW_PARTS:
+        source = repo / part
+        if source.is_dir():
+            shutil.copytree(source, target / part)
+        else:
+            shutil.copy2(source, target / part)
+    return target
+
+
+@pytest.fixture(scope="module")
+def workdir(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the workflow in which the demo default has been run once."""
+    target = copy_workflow(repo, tmp_path_factory.mktemp("workflow"))
+    snakemake(target)
+    return target
+
+
+def test_lint_is_clean(repo: Path) -> None:
+    result = snakemake(repo, "--lint")
+    assert "Congratulations, your workflow is in a good condition!" in result.stdout + result.stderr
+
+
+def test_dry_run_plans_the_implemented_rules(repo: Path, tmp_path: Path) -> None:
+    result = snakemake(copy_workflow(repo, tmp_path), "-n")
+    assert planned_jobs(result.stdout) == {
+        "ingest_corpus": 1,
+        "split_notes": 1,
+        "mask_seeds": 1,
+        "all": 1,
+    }
+
+
+def test_demo_run_writes_artifacts_with_their_schemas(workdir: Path) -> None:
+    results = workdir / "results"
+    for rule in ("ingest_corpus", "split_notes"):
+        table, provenance = read_parquet_with_provenance(results / rule / "demo" / "notes.parquet")
+        assert table.schema.remove_metadata() == NOTES_SCHEMA
+        assert provenance["code_version"]
+    split = read_notes(results / "split_notes" / "demo" / "notes.parquet")
+    assert {n.split for n in split} == {"seed", "train", "holdout"}
+    masked_path = results / "mask_seeds" / "demo" / "masked.parquet"
+    assert pq.read_schema(masked_path).remove_metadata() == NOTES_SCHEMA
+    masked = read_notes(masked_path)
+    assert {n.split for n in masked} == {"seed"}
+    assert all(PLACEHOLDER_RE.fullmatch(s.surface(n.text)) for n in masked for s in n.spans)
+    removed, provenance = read_parquet_with_provenance(
+        results / "mask_seeds" / "demo" / "removed_values.parquet"
+    )
+    assert removed.schema.remove_metadata() == REMOVED_SCHEMA.remove_metadata()
+    assert removed.schema.metadata[b"synthdeid.local_only"] == b"true"
+    assert provenance["params"]["label_view"] == "canonical"
+    summary = json.loads((results / "mask_seeds" / "demo" / "summary.json").read_text())
+    assert summary["summary"]["notes_with_gold_surfaces_left"] == 0
+    assert (workdir / "logs" / "mask_seeds" / "demo.log").read_text().count("masked") >= 1
+
+
+def test_nothing_to_do_after_a_run(workdir: Path) -> None:
+    result = snakemake(workdir, "-n")
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
+def changed_config(workdir: Path, section: str, key: str, value: object) -> str:
+    """Write the demo config with one value changed; return the file's path."""
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    config[section][key] = value
+    path = workdir / f"changed-{section}-{key}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def test_changing_a_masking_parameter_reruns_only_masking(workdir: Path) -> None:
+    result = snakemake(
+        workdir, "-n", "--configfile", changed_config(workdir, "mask", "label_view", "coarse")
+    )
+    assert planned_jobs(result.stdout) == {"mask_seeds": 1, "all": 1}
+    assert "Params have changed since last execution" in result.stdout
+
+
+def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
+    result = snakemake(workdir, "-n", "--configfile", changed_config(workdir, "split", "seed", 99))
+    assert planned_jobs(result.stdout) == {"split_notes": 1, "mask_seeds": 1, "all": 1}
+
+
+@pytest.mark.parametrize(
+    ("override", "name"),
+    [
+        ("bogus_key: 1\n", "bogus_key"),
+        ("mask:\n  propagte: false\n", "propagte"),
+        ("corpus:\n  name: demo\n  format: jsonl\n  path: x\n  colour: red\n", "colour"),
+    ],
+)
+def test_unknown_config_key_fails_naming_it(
+    repo: Path, tmp_path: Path, override: str, name: str
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(override)
+    result = snakemake(copy_workflow(repo, tmp_path), "-n", "--configfile", str(bad), check=False)
+    assert result.returncode != 0
+    assert f"'{name}' was unexpected" in result.stdout + result.stderr
+
+
+def test_missing_corpus_variable_is_a_clear_error(repo: Path, tmp_path: Path) -> None:
+    env_free = {k: v for k, v in os.environ.items() if k != "PHYSIONET_DEID_DIR"}
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--configfile", "config/physionet.yaml"],
+        cwd=copy_workflow(repo, tmp_path),
+        env=env_free,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "export PHYSIONET_DEID_DIR=" in result.stdout + result.stderr
