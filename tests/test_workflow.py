@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,51 +15,9 @@ import yaml
 from synthdeid.artifacts import read_parquet_with_provenance
 from synthdeid.mask import PLACEHOLDER_RE, REMOVED_SCHEMA
 from synthdeid.notes import NOTES_SCHEMA, read_notes
+from workflow_helpers import copy_workflow, planned_jobs, snakemake
 
 pytestmark = pytest.mark.slow
-
-WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "resources", "envs")
-
-
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    result = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", *args],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if check and result.returncode != 0:
-        pytest.fail(
-            f"snakemake {' '.join(args)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
-        )
-    return result
-
-
-def planned_jobs(output: str) -> dict[str, int]:
-    """Rule -> count from the 'Job stats' table of a dry run."""
-    jobs: dict[str, int] = {}
-    lines = output.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("Job stats:"))
-    for line in lines[start + 3 :]:
-        parts = line.split()
-        if len(parts) != 2 or parts[0] == "total":
-            break
-        jobs[parts[0]] = int(parts[1])
-    return jobs
-
-
-def copy_workflow(repo: Path, target: Path) -> Path:
-    """Copy the workflow (not results) into ``target``, a fresh working directory."""
-    for part in WORKFLOW_PARTS:
-        source = repo / part
-        if source.is_dir():
-            shutil.copytree(source, target / part)
-        else:
-            shutil.copy2(source, target / part)
-    return target
 
 
 @pytest.fixture(scope="module")
