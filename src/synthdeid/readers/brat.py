@@ -42,7 +42,7 @@ def parse_ann(
         pieces = []
         for piece in offsets.split(";"):
             bounds = piece.split()
-            if len(bounds) != 2 or not all(b.isdigit() for b in bounds):
+            if len(bounds) != 2 or not all(b.isdecimal() for b in bounds):
                 raise InputError(path, record, f"malformed offsets {offsets!r}")
             start, end = int(bounds[0]), int(bounds[1])
             if not 0 <= start < end <= len(text):

@@ -10,6 +10,7 @@ patient's records.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from synthdeid.readers.base import CorpusReader, decode_bytes, register
 
 def _int_attr(tag: ET.Element, name: str, *, path: Path, record: str) -> int:
     value = tag.get(name, "")
-    if not value.lstrip("-").isdigit():
+    if not re.fullmatch(r"-?[0-9]+", value):
         raise InputError(path, record, f"attribute {name}={value!r} is not an integer")
     return int(value)
 
@@ -31,7 +32,7 @@ class I2b2Reader(CorpusReader):
 
     @classmethod
     def input_files(cls, path: Path) -> list[Path]:
-        return sorted(path.glob("*.xml"))
+        return sorted(path.glob("*.xml")) if path.is_dir() else [path]
 
     def read_file(self, xml_path: Path) -> Note:
         # decode ourselves so bad bytes get the project's error, then parse the string

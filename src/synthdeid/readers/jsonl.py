@@ -34,8 +34,11 @@ class JsonlReader(CorpusReader):
 
     def read(self, path: Path) -> list[Note]:
         notes = []
+        first_line: dict[str, int] = {}  # note_id -> line it was first seen on
         content = read_text(path, self.options.encoding)
-        for number, line in enumerate(content.splitlines(), start=1):
+        # split on newlines only: str.splitlines() also splits on U+2028, U+0085, ...
+        # which JSON allows unescaped inside strings
+        for number, line in enumerate(content.split("\n"), start=1):
             if not line.strip():
                 continue
             record = f"line {number}"
@@ -48,6 +51,11 @@ class JsonlReader(CorpusReader):
             text: str = obj["text"]
             note_id = str(obj.get("note_id", number))
             record = f"line {number} (note {note_id})"
+            if note_id in first_line:
+                raise InputError(
+                    path, record, f"note_id {note_id!r} already used on line {first_line[note_id]}"
+                )
+            first_line[note_id] = number
             raw_spans = obj.get("spans", [])
             if not isinstance(raw_spans, list):
                 raise InputError(path, record, "'spans' must be a list")

@@ -81,7 +81,7 @@ def parse_phrases(content: str, *, path: Path) -> list[tuple[int, str, str, int,
         if not line.strip():
             continue
         parts = line.split(" ", 5)
-        if len(parts) < 6 or not parts[2].isdigit() or not parts[3].isdigit():
+        if len(parts) < 6 or not parts[2].isdecimal() or not parts[3].isdecimal():
             raise InputError(
                 path,
                 f"line {number}",
