@@ -1,0 +1,274 @@
+"""The workflow run through a REAL single-node SLURM cluster with profiles/slurm.
+
+tests/slurm/start-slurm.sh installs Debian's slurm-wlm and munge if missing and starts
+munged, slurmctld and slurmd on this machine (loopback only) with two fake GPUs; the
+workflow is copied into a temporary directory and run with
+``snakemake --profile profiles/slurm``, so every non-local rule goes through sbatch and
+squeue. The tests then check the artifacts, that each rule job left a SLURM log and a
+job id that slurmctld knows, and that the GPU rule (``gpu=1``) got a GPU allocation.
+
+Opt-in, because it installs packages and starts root daemons:
+
+    SYNTHDEID_SLURM_TESTS=1 python -m pytest tests/test_slurm_workflow.py -x -q -s
+
+The cluster is always stopped again (tests/slurm/stop-slurm.sh), even when a test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SLURM_SCRIPTS = REPO / "tests" / "slurm"
+VENV_BIN = Path(sys.executable).parent
+SNAKEMAKE = VENV_BIN / "snakemake"
+# what a workflow run needs; copied into the temporary run directory (envs/: the rules'
+# conda: files, which snakemake reads for its job metadata even without --sdm conda)
+WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "resources", "profiles", "envs")
+TARGETS = ("all", "probe_gpu_env")
+GPU_RULE = "probe_gpu_env"
+FAKE_GPUS = 2
+SNAKEMAKE_TIMEOUT_S = 900
+# outputs of the targets, as globs below the run directory (the corpus name may be a
+# path segment: results/ingest_corpus/<corpus>/notes.parquet)
+EXPECTED_ARTIFACTS = (
+    "results/ingest_corpus/**/notes.parquet",
+    "results/split_notes/**/notes.parquet",
+    "results/mask_seeds/**/masked.parquet",
+    "results/mask_seeds/**/removed_values.parquet",
+    "results/probe_gpu_env/**/environment.json",
+)
+
+
+def _skip_reason() -> str | None:
+    if os.environ.get("SYNTHDEID_SLURM_TESTS") != "1":
+        return (
+            "real SLURM test is opt-in: set SYNTHDEID_SLURM_TESTS=1 (it apt-installs "
+            "slurm-wlm + munge and starts root daemons via tests/slurm/start-slurm.sh)"
+        )
+    if os.geteuid() != 0:
+        return "real SLURM test needs root (it installs packages and starts slurmctld/slurmd)"
+    return None
+
+
+pytestmark = [
+    pytest.mark.slurm,
+    pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
+]
+
+# "Job 3 has been submitted with SLURM jobid 17 (log: /.../rule_mask_seeds/demo/17.log)."
+SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (.+?)\)\.")
+# "rule mask_seeds:" starts a job that goes to SLURM; local jobs print "localrule all:"
+RULE_JOB = re.compile(r"^rule (\w+):", re.MULTILINE)
+
+
+@dataclass
+class WorkflowRun:
+    workdir: Path
+    returncode: int
+    output: str
+    seconds: float
+
+    @property
+    def slurm_logdir(self) -> Path:
+        # the plugin's default: <working directory>/.snakemake/slurm_logs/rule_<rule>/...
+        return self.workdir / ".snakemake" / "slurm_logs"
+
+    def slurm_logs(self) -> list[Path]:
+        return sorted(self.slurm_logdir.rglob("*.log")) if self.slurm_logdir.is_dir() else []
+
+    def diagnostics(self, lines: int = 60) -> str:
+        """The tail of the snakemake output and of every SLURM log, for failure messages."""
+        parts = [f"--- snakemake (exit {self.returncode}), last {lines} lines ---"]
+        parts += self.output.splitlines()[-lines:]
+        logs = self.slurm_logs()
+        if not logs:
+            parts.append(f"--- no SLURM logs under {self.slurm_logdir} ---")
+        for log in logs:
+            parts.append(f"--- {log.relative_to(self.workdir)}, last 30 lines ---")
+            parts += log.read_text(errors="replace").splitlines()[-30:]
+        return "\n".join(parts)
+
+
+def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, text=True, capture_output=True, check=False, **kwargs)
+
+
+def _slurm_env() -> dict[str, str]:
+    return {**os.environ, "SLURM_CI_FAKE_GPUS": str(FAKE_GPUS)}
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    """A running single-node SLURM cluster with fake GPUs; always stopped afterwards."""
+    env = _slurm_env()
+    try:
+        start = time.monotonic()
+        proc = _run([str(SLURM_SCRIPTS / "start-slurm.sh")], env=env, timeout=900)
+        print(proc.stdout, proc.stderr, sep="\n")
+        if proc.returncode != 0:
+            pytest.fail(
+                f"start-slurm.sh failed (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
+        print(f"[slurm test] cluster up in {time.monotonic() - start:.1f}s")
+        yield
+    finally:
+        proc = _run([str(SLURM_SCRIPTS / "stop-slurm.sh")], env=env, timeout=300)
+        print(proc.stdout, proc.stderr, sep="\n")
+
+
+@pytest.fixture(scope="module")
+def workflow_run(slurm_cluster, tmp_path_factory) -> WorkflowRun:
+    """The workflow copied to a temporary directory and run through SLURM once."""
+    workdir = tmp_path_factory.mktemp("slurm-workflow")
+    for name in WORKFLOW_PARTS:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(
+                source,
+                workdir / name,
+                ignore=shutil.ignore_patterns("__pycache__", ".snakemake", "results", "logs"),
+            )
+        elif source.is_file():
+            shutil.copy2(source, workdir / name)
+        else:
+            pytest.fail(f"{source} is missing: the SLURM test runs the repository's workflow")
+
+    # SLURM jobs inherit this environment (sbatch --export=ALL is SLURM's default), and
+    # inside each job the plugin runs `snakemake` and the rules run `synthdeid`: both
+    # must resolve to this virtual environment.
+    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    cmd = [
+        "timeout", "-k", "10", str(SNAKEMAKE_TIMEOUT_S),
+        str(SNAKEMAKE),
+        "--profile", str(REPO / "profiles" / "slurm"),
+        "--directory", str(workdir),
+        "--snakefile", str(workdir / "Snakefile"),
+        # the plugin deletes the SLURM log of every successful job unless told otherwise
+        "--slurm-keep-successful-logs",
+        *TARGETS,
+    ]  # fmt: skip
+    print("[slurm test] running:", " ".join(cmd))
+    start = time.monotonic()
+    proc = subprocess.run(
+        cmd,
+        cwd=workdir,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        check=False,
+        timeout=SNAKEMAKE_TIMEOUT_S + 60,
+    )
+    run = WorkflowRun(workdir, proc.returncode, proc.stdout, time.monotonic() - start)
+    (workdir / "snakemake-output.txt").write_text(proc.stdout)
+    print(f"[slurm test] snakemake exited {run.returncode} after {run.seconds:.1f}s in {workdir}")
+    return run
+
+
+def _job_info(jobid: str) -> dict[str, str]:
+    """slurmctld's record of a job (kept for MinJobAge=300 s after it ended)."""
+    proc = _run(["scontrol", "show", "job", jobid])
+    if proc.returncode == 0:
+        return dict(re.findall(r"(\w+)=(\S*)", proc.stdout))
+    # fall back to squeue, which also covers finished jobs with --states=all
+    proc = _run(["squeue", "--states=all", "-h", "-j", jobid, "-o", "%i %T %k"])
+    fields = proc.stdout.split()
+    if proc.returncode == 0 and fields and fields[0] == jobid:
+        return {"JobId": fields[0], "JobState": fields[1], "Comment": " ".join(fields[2:])}
+    return {}
+
+
+def test_workflow_runs_through_slurm(workflow_run: WorkflowRun) -> None:
+    assert workflow_run.returncode == 0, (
+        "snakemake --profile profiles/slurm failed\n" + workflow_run.diagnostics()
+    )
+    missing = [
+        pattern for pattern in EXPECTED_ARTIFACTS if not list(workflow_run.workdir.glob(pattern))
+    ]
+    assert not missing, f"artifacts missing: {missing}\n" + workflow_run.diagnostics()
+
+
+def test_every_rule_job_was_a_real_slurm_job(workflow_run: WorkflowRun) -> None:
+    rule_jobs = RULE_JOB.findall(workflow_run.output)
+    submitted = SUBMITTED.findall(workflow_run.output)
+    logs = workflow_run.slurm_logs()
+    print(f"[slurm test] {len(rule_jobs)} rule jobs: {sorted(rule_jobs)}")
+    for snakemake_id, slurm_id, log in submitted:
+        print(f"[slurm test] snakemake job {snakemake_id} -> SLURM job {slurm_id} ({log})")
+    assert GPU_RULE in rule_jobs, f"{GPU_RULE} did not run\n" + workflow_run.diagnostics()
+    assert len(submitted) == len(rule_jobs), (
+        f"{len(rule_jobs)} rule jobs but {len(submitted)} SLURM submissions\n"
+        + workflow_run.diagnostics()
+    )
+
+    # one plugin log per rule job, named <slurm jobid>.log under rule_<rule>/
+    log_ids = sorted(log.stem for log in logs)
+    submitted_ids = sorted(slurm_id for _, slurm_id, _ in submitted)
+    assert log_ids == submitted_ids, (
+        f"SLURM logs {[str(p.relative_to(workflow_run.workdir)) for p in logs]} do not match "
+        f"the submitted job ids {submitted_ids}\n" + workflow_run.diagnostics()
+    )
+    log_rules = sorted(log.relative_to(workflow_run.slurm_logdir).parts[0] for log in logs)
+    assert log_rules == sorted(f"rule_{rule}" for rule in rule_jobs)
+
+    # every id is a job slurmctld ran to completion, for the rule whose log names it
+    for log in logs:
+        rule_dir = log.relative_to(workflow_run.slurm_logdir).parts[0]
+        info = _job_info(log.stem)
+        print(
+            f"[slurm test] SLURM job {log.stem}: {rule_dir}, state {info.get('JobState')}, "
+            f"TresPerJob {info.get('TresPerJob', '-')}"
+        )
+        assert info, f"SLURM does not know job {log.stem} ({log})"
+        assert info.get("JobState") == "COMPLETED", f"job {log.stem}: {info}"
+        # the plugin's --comment: rule_<rule> or rule_<rule>_wildcards_<values>
+        comment = info.get("Comment", "").strip()
+        assert comment == rule_dir or comment.startswith(f"{rule_dir}_wildcards_"), (
+            f"job {log.stem} ({log}) is not a {rule_dir} job: {info}"
+        )
+
+
+def _find_key(value: Any, key: str) -> Any:
+    """The first value stored under key anywhere in nested JSON dicts/lists."""
+    if isinstance(value, dict):
+        if key in value:
+            return value[key]
+        value = list(value.values())
+    if isinstance(value, list):
+        for item in value:
+            found = _find_key(item, key)
+            if found is not None:
+                return found
+    return None
+
+
+def test_gpu_rule_got_a_slurm_gpu(workflow_run: WorkflowRun) -> None:
+    found = sorted(workflow_run.workdir.glob("results/probe_gpu_env/**/environment.json"))
+    assert found, f"no environment.json from {GPU_RULE}\n" + workflow_run.diagnostics()
+    environment = json.loads(found[0].read_text())
+    print(f"[slurm test] {found[0].name}: {json.dumps(environment, sort_keys=True)}")
+
+    devices = _find_key(environment, "CUDA_VISIBLE_DEVICES")
+    job_id = _find_key(environment, "SLURM_JOB_ID")
+    assert job_id, f"{GPU_RULE} did not run inside a SLURM job: {environment}"
+    # gpu=1 -> --gpus=1 -> SLURM binds exactly one of the fake GPUs (index 0 or 1)
+    fake_indices = {str(i) for i in range(FAKE_GPUS)}
+    assert devices in fake_indices, (
+        f"CUDA_VISIBLE_DEVICES={devices!r}: expected one of the fake GPUs {sorted(fake_indices)} "
+        f"set by SLURM for the gpu=1 rule\n{environment}"
+    )
+    info = _job_info(str(job_id))
+    print(f"[slurm test] {GPU_RULE} SLURM job {job_id}: TresPerJob={info.get('TresPerJob')}")
+    assert info.get("TresPerJob") == "gres:gpu:1", f"job {job_id} has no GPU request: {info}"
