@@ -39,6 +39,7 @@ def test_dry_run_plans_the_implemented_rules(repo: Path, tmp_path: Path) -> None
         "ingest_corpus": 1,
         "split_notes": 1,
         "mask_seeds": 1,
+        "plot_corpus_overview": 1,
         "all": 1,
     }
 
@@ -62,6 +63,8 @@ def test_demo_run_writes_artifacts_with_their_schemas(workdir: Path) -> None:
     assert removed.schema.remove_metadata() == REMOVED_SCHEMA.remove_metadata()
     assert removed.schema.metadata[b"synthdeid.local_only"] == b"true"
     assert provenance["params"]["label_view"] == "canonical"
+    overview = (results / "plot_corpus_overview" / "demo" / "overview.png").read_bytes()
+    assert overview.startswith(b"\x89PNG")
     summary = json.loads((results / "mask_seeds" / "demo" / "summary.json").read_text())
     assert summary["summary"]["notes_with_gold_surfaces_left"] == 0
     assert (workdir / "logs" / "mask_seeds" / "demo.log").read_text().count("masked") >= 1
@@ -91,7 +94,12 @@ def test_changing_a_masking_parameter_reruns_only_masking(workdir: Path) -> None
 
 def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
     result = snakemake(workdir, "-n", "--configfile", changed_config(workdir, "split", "seed", 99))
-    assert planned_jobs(result.stdout) == {"split_notes": 1, "mask_seeds": 1, "all": 1}
+    assert planned_jobs(result.stdout) == {
+        "split_notes": 1,
+        "mask_seeds": 1,
+        "plot_corpus_overview": 1,
+        "all": 1,
+    }
 
 
 @pytest.mark.parametrize(

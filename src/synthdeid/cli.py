@@ -22,6 +22,7 @@ STAGES: dict[str, str] = {
     "make-demo": "synthdeid.demo_corpus",
     "ingest": "synthdeid.ingest",
     "split": "synthdeid.split",
+    "corpus-overview": "synthdeid.corpus_overview",
     "mask": "synthdeid.mask",
     "probe-env": "synthdeid.probe_env",
 }

@@ -55,9 +55,14 @@ LABEL_MAP = as_json(
 COARSE_VIEW = as_json(coarse_view(config["labels"]["coarse_view"]))
 
 
+def overview_title(wildcards):
+    return f"Corpus {wildcards.corpus}: patient-level split"
+
+
 def all_targets():
     return [
         f"results/ingest_corpus/{CORPUS}/notes.parquet",
         f"results/split_notes/{CORPUS}/notes.parquet",
         f"results/mask_seeds/{CORPUS}/masked.parquet",
+        f"results/plot_corpus_overview/{CORPUS}/overview.png",
     ]

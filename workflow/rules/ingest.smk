@@ -58,3 +58,29 @@ rule split_notes:
         " --seed-fraction {params.seed_fraction} --train-fraction {params.train_fraction}"
         " --holdout-fraction {params.holdout_fraction}"
         " --out {output.notes:q} --summary {output.summary:q}"
+
+
+rule plot_corpus_overview:
+    """Figure and table of the split corpus: notes (with / without PHI) and spans per label, per part.
+
+    input:  split notes.parquet
+    output: overview.png (in the report), overview.tsv
+    """
+    input:
+        notes=rules.split_notes.output.notes,
+    output:
+        figure=report(
+            "results/plot_corpus_overview/{corpus}/overview.png",
+            caption="../report/corpus_overview.rst",
+            category="Corpus",
+        ),
+        table="results/plot_corpus_overview/{corpus}/overview.tsv",
+    log:
+        "logs/plot_corpus_overview/{corpus}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        title=overview_title,
+    shell:
+        "synthdeid --log {log:q} corpus-overview --notes {input.notes:q}"
+        " --title {params.title:q} --figure {output.figure:q} --table {output.table:q}"

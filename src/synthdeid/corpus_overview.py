@@ -1,0 +1,81 @@
+"""Plot and tabulate the split corpus: notes, PHI-bearing notes and spans per label, per part."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+
+from synthdeid.artifacts import atomic_path, atomic_text
+from synthdeid.labels import CANONICAL_LABELS
+from synthdeid.notes import Note, read_notes
+from synthdeid.split import PARTS
+
+log = logging.getLogger(__name__)
+
+
+def overview_table(notes: list[Note]) -> pd.DataFrame:
+    """One row per split part: patients, notes, PHI-bearing notes, spans per label."""
+    rows = []
+    for part in PARTS:
+        members = [n for n in notes if n.split == part]
+        labels = Counter(s.label for n in members for s in n.spans)
+        row: dict[str, object] = {
+            "part": part,
+            "patients": len({n.patient_id for n in members}),
+            "notes": len(members),
+            "notes_with_phi": sum(1 for n in members if n.spans),
+            "spans": sum(labels.values()),
+        }
+        row.update({label: labels.get(label, 0) for label in CANONICAL_LABELS})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def plot_overview(table: pd.DataFrame, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1, 2.4]})
+    parts = table["part"].tolist()
+    without = table["notes"] - table["notes_with_phi"]
+    left.bar(parts, table["notes_with_phi"], label="with PHI", color="#c0504d")
+    left.bar(parts, without, bottom=table["notes_with_phi"], label="without PHI", color="#9bbb59")
+    left.set_ylabel("notes")
+    left.set_title("Notes per part")
+    left.set_ylim(0, max(1, int(table["notes"].max())) * 1.3)  # room for the legend
+    left.legend(frameon=False, loc="upper right")
+    width = 0.8 / len(parts)
+    for i, part in enumerate(parts):
+        counts = table.loc[table["part"] == part, list(CANONICAL_LABELS)].iloc[0]
+        positions = [x + (i - (len(parts) - 1) / 2) * width for x in range(len(CANONICAL_LABELS))]
+        right.bar(positions, counts.to_numpy(), width=width, label=part)
+    right.set_xticks(range(len(CANONICAL_LABELS)), CANONICAL_LABELS, rotation=30, ha="right")
+    right.set_ylabel("gold spans")
+    right.set_title("Spans per label and part")
+    right.legend(frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--notes", required=True, type=Path, help="split notes.parquet")
+    parser.add_argument("--title", default="Corpus overview")
+    parser.add_argument("--figure", required=True, type=Path, help="PNG to write")
+    parser.add_argument("--table", required=True, type=Path, help="TSV to write")
+
+
+def run(args: argparse.Namespace) -> None:
+    table = overview_table(read_notes(args.notes))
+    with atomic_text(args.table) as handle:
+        table.to_csv(handle, sep="\t", index=False)
+    plot_overview(table, args.figure, args.title)
+    log.info("corpus overview -> %s, %s", args.figure, args.table)
