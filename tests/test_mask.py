@@ -4,13 +4,8 @@ import pytest
 
 from synthdeid.errors import InputError
 from synthdeid.labels import DEFAULT_COARSE_VIEW
-from synthdeid.mask import (
-    PLACEHOLDER_RE,
-    mask_note,
-    surface_mentions,
-    surfaces_left,
-    unlabelled_mentions,
-)
+from synthdeid.mask import PLACEHOLDER_RE, mask_note, unlabelled_mentions
+from synthdeid.mentions import surface_mentions, surfaces_left
 from synthdeid.notes import Note, Span
 
 

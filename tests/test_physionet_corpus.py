@@ -10,7 +10,8 @@ import yaml
 
 from synthdeid.ingest import IngestSettings, ingest_corpus
 from synthdeid.labels import LabelMap
-from synthdeid.mask import mask_note, surfaces_left
+from synthdeid.mask import mask_note
+from synthdeid.mentions import surfaces_left
 from synthdeid.notes import Note, read_notes
 from synthdeid.readers.physionet import parse_phrases
 from workflow_helpers import copy_workflow, snakemake

@@ -26,6 +26,7 @@ from tqdm import tqdm
 from synthdeid.artifacts import make_provenance, write_json_atomic, write_parquet_atomic
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.labels import coarse_view
+from synthdeid.mentions import surface_mentions, surfaces_left
 from synthdeid.notes import Note, Span, read_notes, write_notes
 
 log = logging.getLogger(__name__)
@@ -56,16 +57,6 @@ def placeholder(label: str, number: int) -> str:
 
 def normalize_surface(surface: str) -> str:
     return " ".join(surface.split()).casefold()
-
-
-def surface_pattern(surface: str) -> re.Pattern[str]:
-    """Whole-word, case-insensitive, whitespace-flexible pattern for a surface."""
-    body = r"\s+".join(re.escape(token) for token in surface.split())
-    return re.compile(rf"(?<![A-Za-z0-9]){body}(?![A-Za-z0-9])", re.IGNORECASE)
-
-
-def surface_mentions(text: str, surface: str) -> list[tuple[int, int]]:
-    return [m.span() for m in surface_pattern(surface).finditer(text)] if surface.strip() else []
 
 
 def unlabelled_mentions(text: str, spans: Sequence[Span]) -> list[Span]:
@@ -171,15 +162,6 @@ def mask_note(
         split=note.split,
     )
     return MaskedNote(note=masked, removed=removed)
-
-
-def surfaces_left(masked: Note, surfaces: Iterable[str]) -> list[str]:
-    """Gold surfaces still present (whole word, any case) outside placeholders."""
-    text = list(masked.text)
-    for span in masked.spans:
-        text[span.start : span.end] = " " * (span.end - span.start)
-    blanked = "".join(text)
-    return sorted({s for s in surfaces if surface_mentions(blanked, s)})
 
 
 def removed_table(removed: Iterable[RemovedValue]) -> pa.Table:
