@@ -2,6 +2,8 @@
 
 import json
 import os
+import shutil
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -11,6 +13,12 @@ from synthdeid.labels import CANONICAL_LABELS, coarse_view
 from synthdeid.readers import get_reader
 
 validate(config, schema="../schemas/config.schema.yaml")
+
+# Rules call the `synthdeid` command. When snakemake runs from a venv that is not
+# activated (`.venv/bin/snakemake`), put that venv's bin folder on PATH so jobs
+# (local or SLURM, which inherit the environment) find the same installation.
+if shutil.which("synthdeid") is None:
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 CORPUS = config["corpus"]["name"]
 
