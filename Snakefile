@@ -19,6 +19,7 @@ report: "workflow/report/workflow.rst"
 include: "workflow/rules/common.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/mask.smk"
+include: "workflow/rules/surrogate.smk"
 include: "workflow/rules/environment.smk"
 
 

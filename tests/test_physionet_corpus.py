@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,10 @@ from synthdeid.mask import mask_note
 from synthdeid.mentions import surfaces_left
 from synthdeid.notes import Note, read_notes
 from synthdeid.readers.physionet import parse_phrases
+from synthdeid.surrogate.keying import SECRET_VARIABLE, SurrogateKey
+from synthdeid.surrogate.operators import Mention, normalize
+from synthdeid.surrogate.operators.dates import parse_date
+from synthdeid.surrogate.replace import ReplacedNote, SurrogateReplacer
 from workflow_helpers import copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow
@@ -64,7 +70,10 @@ def test_masking_leaves_no_gold_surface_in_any_note(notes: list[Note]) -> None:
     assert leaks == {}
 
 
-def test_workflow_runs_on_the_corpus(repo: Path, physionet_dir: Path, tmp_path: Path) -> None:
+def test_workflow_runs_on_the_corpus(
+    repo: Path, physionet_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SECRET_VARIABLE, SECRET)
     workdir = copy_workflow(repo, tmp_path)
     snakemake(workdir, "--configfile", "config/physionet.yaml")
     results = workdir / "results"
@@ -79,3 +88,94 @@ def test_workflow_runs_on_the_corpus(repo: Path, physionet_dir: Path, tmp_path: 
     for note in masked:
         original = split[note.note_id]
         assert surfaces_left(note, {s.surface(original.text) for s in original.spans}) == []
+    surrogate = json.loads(
+        (results / "replace_surrogates" / "physionet" / "summary.json").read_text()
+    )
+    assert surrogate["summary"]["notes"] == 1631 and surrogate["summary"]["spans"] == 1139
+    assert (
+        surrogate["provenance"]["params"]["key_fingerprint"]
+        == SurrogateKey(SECRET.encode()).fingerprint()
+    )
+    assert SECRET not in (results / "replace_surrogates" / "physionet" / "summary.json").read_text()
+
+
+SECRET = "physionet-integration-test-secret"
+
+
+@pytest.fixture(scope="module")
+def surrogates(notes: list[Note]) -> tuple[list[Note], list[ReplacedNote], SurrogateReplacer]:
+    replacer = SurrogateReplacer(SurrogateKey(SECRET.encode()))
+    return notes, [replacer.replace_note(note) for note in notes], replacer
+
+
+def pairs(surrogates, labels: set[str]):
+    """(patient, original surface, surrogate surface) for every span with one of ``labels``."""
+    notes, results, _ = surrogates
+    for note, result in zip(notes, results, strict=True):
+        for old, new in zip(note.spans, result.note.spans, strict=True):
+            if old.label in labels:
+                yield note, old.surface(note.text), new.surface(result.note.text)
+
+
+def test_surrogates_every_span_reprojected_no_identity(surrogates) -> None:
+    notes, results, replacer = surrogates
+    assert sum(len(r.note.spans) for r in results) == 1139
+    for note, result in zip(notes, results, strict=True):
+        assert [s.label for s in result.note.spans] == [s.label for s in note.spans]
+        for entry, span in zip(result.offset_map, result.note.spans, strict=True):
+            assert (entry.new_start, entry.new_end) == (span.start, span.end)
+    # AGE under 90 is kept on purpose (HIPAA); every other span changed
+    assert set(replacer.kept_deliberately) <= {"AGE"}
+    assert sum(replacer.replaced.values()) + sum(replacer.kept_deliberately.values()) == 1139
+    left = sum(len(r.surfaces_left) for r in results)
+    print(f"original surfaces still elsewhere in the output: {left}")
+
+
+def test_surrogate_dates_keep_every_interval_per_patient(surrogates) -> None:
+    operator = surrogates[2].operators["DATE"]
+    full: dict[str, list[tuple[int, int]]] = {}
+    checked = 0
+    for note, old, new in pairs(surrogates, {"DATE"}):
+        before, after = parse_date(old), parse_date(new)
+        if before is None:
+            continue  # counted as unparsed_dates, replaced by a same-shape surrogate
+        assert after is not None, (old, new)
+        shift = operator.shift(Mention(old, "DATE", note.patient_id, note.note_id))
+        if before.day is not None:
+            moved = date(before.year or 2000, before.month, before.day) + timedelta(days=shift.days)
+            assert (after.month, after.day) == (moved.month, moved.day), (old, new)
+            if before.year is not None:
+                assert after.year == moved.year
+                full.setdefault(note.patient_id, []).append(
+                    (date(before.year, before.month, before.day).toordinal(), moved.toordinal())
+                )
+        elif before.month is not None:
+            months = lambda d: d.year * 12 + d.month  # noqa: E731
+            assert months(after) - months(before) == shift.months
+        else:
+            assert after.year - before.year == shift.years
+        checked += 1
+    # 241 of the 302 DATE spans parse; the rest (bare two-digit years, month names,
+    # ranges) get same-shape surrogates, counted as unparsed_dates
+    assert checked > 200
+    for dates in full.values():
+        for (b1, a1), (b2, a2) in itertools.pairwise(dates):
+            assert a2 - a1 == b2 - b1
+
+
+def test_same_name_same_surrogate_across_a_patients_notes(surrogates) -> None:
+    seen: dict[tuple[str, str], set[str]] = {}
+    for note, old, new in pairs(surrogates, {"DOCTOR", "PATIENT"}):
+        seen.setdefault((note.patient_id, normalize(old)), set()).add(normalize(new))
+    assert len(seen) > 150
+    assert {key: s for key, s in seen.items() if len(s) > 1} == {}
+
+
+def test_uppercase_originals_get_uppercase_surrogates(surrogates) -> None:
+    upper = [
+        (old, new)
+        for _, old, new in pairs(surrogates, {"DOCTOR", "PATIENT", "LOCATION"})
+        if old.isupper()
+    ]
+    assert len(upper) > 50
+    assert [(o, n) for o, n in upper if not n.isupper()] == []

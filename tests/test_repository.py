@@ -18,7 +18,10 @@ def run(repo: Path, *command: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ruff_lint_and_format(repo: Path) -> None:
-    for command in (("check", "src", "tests"), ("format", "--check", "src", "tests")):
+    for command in (
+        ("check", "src", "tests", "bench"),
+        ("format", "--check", "src", "tests", "bench"),
+    ):
         result = run(repo, str(BIN / "ruff"), *command)
         assert result.returncode == 0, result.stdout + result.stderr
 

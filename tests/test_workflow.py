@@ -40,6 +40,7 @@ def test_dry_run_plans_the_implemented_rules(repo: Path, tmp_path: Path) -> None
         "split_notes": 1,
         "mask_seeds": 1,
         "plot_corpus_overview": 1,
+        "replace_surrogates": 1,
         "all": 1,
     }
 
@@ -98,6 +99,7 @@ def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
         "split_notes": 1,
         "mask_seeds": 1,
         "plot_corpus_overview": 1,
+        "replace_surrogates": 1,
         "all": 1,
     }
 

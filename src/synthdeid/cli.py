@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from synthdeid import __version__
-from synthdeid.errors import ConfigError, InputError
+from synthdeid.errors import ConfigError, InputError, StepError
 from synthdeid.logs import configure_logging
 
 # stage name -> module implementing it, in DAG order
@@ -24,6 +24,7 @@ STAGES: dict[str, str] = {
     "split": "synthdeid.split",
     "corpus-overview": "synthdeid.corpus_overview",
     "mask": "synthdeid.mask",
+    "surrogate": "synthdeid.surrogate.stage",
     "probe-env": "synthdeid.probe_env",
 }
 
@@ -52,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = logging.getLogger("synthdeid")
     try:
         args._run(args)
-    except (InputError, ConfigError) as exc:
+    except (InputError, ConfigError, StepError) as exc:
         log.error("%s", exc)
         return 2
     return 0

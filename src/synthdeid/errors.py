@@ -28,3 +28,7 @@ class InputError(ValueError):
 
 class ConfigError(ValueError):
     """A configuration value that cannot work, with the key that holds it."""
+
+
+class StepError(RuntimeError):
+    """A step found its own result unsafe and stopped without writing it."""

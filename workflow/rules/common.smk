@@ -2,23 +2,20 @@
 
 import json
 import os
-import shutil
-import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 from synthdeid.labels import CANONICAL_LABELS, coarse_view
+from synthdeid.errors import ConfigError
 from synthdeid.readers import get_reader
+from synthdeid.surrogate.keying import load_key
+from synthdeid.workflow_support import ensure_cli_on_path
 
 validate(config, schema="../schemas/config.schema.yaml")
 
-# Rules call the `synthdeid` command. When snakemake runs from a venv that is not
-# activated (`.venv/bin/snakemake`), put that venv's bin folder on PATH so jobs
-# (local or SLURM, which inherit the environment) find the same installation.
-if shutil.which("synthdeid") is None:
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+ensure_cli_on_path()
 
 CORPUS = config["corpus"]["name"]
 
@@ -63,6 +60,14 @@ LABEL_MAP = as_json(
 COARSE_VIEW = as_json(coarse_view(config["labels"]["coarse_view"]))
 
 
+def surrogate_key_fingerprint(wildcards):
+    """Fingerprint of the surrogate key (never the key): a new key reruns replace_surrogates."""
+    try:
+        return load_key(config["surrogate"]["key_file"]).fingerprint()
+    except ConfigError as exc:
+        raise WorkflowError(f"replace_surrogates: {exc}") from None
+
+
 def overview_title(wildcards):
     return f"Corpus {wildcards.corpus}: patient-level split"
 
@@ -73,4 +78,5 @@ def all_targets():
         f"results/split_notes/{CORPUS}/notes.parquet",
         f"results/mask_seeds/{CORPUS}/masked.parquet",
         f"results/plot_corpus_overview/{CORPUS}/overview.png",
+        f"results/replace_surrogates/{CORPUS}/notes.parquet",
     ]

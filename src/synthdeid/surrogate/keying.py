@@ -57,6 +57,8 @@ class SurrogateKey:
 def load_key(key_file: str | Path | None = None) -> SurrogateKey:
     """The key from ``key_file`` if given, else from ``$SYNTHDEID_SECRET``.
 
+    A key file holds the secret; lines starting with ``#`` are comments.
+
     A missing or empty key is a :class:`ConfigError` saying how to provide one;
     callers load the key before doing any work, so nothing is written without it.
     """
@@ -68,7 +70,9 @@ def load_key(key_file: str | Path | None = None) -> SurrogateKey:
     if key_file:
         path = Path(key_file)
         try:
-            secret = path.read_bytes().strip()
+            # lines starting with "#" are comments, the rest is the secret
+            lines = path.read_bytes().splitlines()
+            secret = b"\n".join(x for x in lines if not x.lstrip().startswith(b"#")).strip()
         except FileNotFoundError:
             raise ConfigError(f"surrogate key file {path} does not exist: {how}") from None
         if not secret:

@@ -1,0 +1,174 @@
+"""Replace labelled PHI spans by surrogates in one left-to-right pass.
+
+Each span's surrogate comes from the operator configured for its label; the
+new text is built piece by piece and every span's new offsets are recorded at
+insertion, so ``text[start:end]`` is the surrogate by construction (and is
+checked anyway). The offset map (old start/end -> new start/end for every
+span) lets any other annotation layer be carried over with
+:func:`project_offset`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from synthdeid.errors import ConfigError, StepError
+from synthdeid.labels import CANONICAL_LABELS
+from synthdeid.mentions import surfaces_left
+from synthdeid.notes import Note, Span
+from synthdeid.surrogate.keying import SurrogateKey
+from synthdeid.surrogate.operators import Mention, SurrogateOperator, build_operator
+
+# label -> (operator, options): seed 003 section 2.2, with HIPAA age banding
+DEFAULT_POLICIES: dict[str, dict[str, Any]] = {
+    "DATE": {"operator": "date_shift", "options": {"min_days": 3, "max_days": 90}},
+    "DOCTOR": {"operator": "name", "options": {}},
+    "PATIENT": {"operator": "name", "options": {}},
+    "PHONE": {"operator": "format_preserving", "options": {}},
+    "ID": {"operator": "format_preserving", "options": {}},
+    "LOCATION": {"operator": "location", "options": {}},
+    "HOSPITAL": {"operator": "location", "options": {}},
+    "AGE": {"operator": "age", "options": {}},
+    "OTHER": {"operator": "redact", "options": {}},
+}
+
+
+@dataclass(frozen=True)
+class OffsetEntry:
+    """Where one span of the input note went in the output note."""
+
+    old_start: int
+    old_end: int
+    new_start: int
+    new_end: int
+
+
+class IdentityReplacementError(StepError):
+    """An operator returned the original surface where that is not allowed."""
+
+
+def project_offset(offset_map: Sequence[OffsetEntry], offset: int) -> int:
+    """Map an offset of the input text to the output text.
+
+    Offsets outside replaced spans move by the length change of the spans
+    before them; an offset inside a replaced span maps to the corresponding
+    boundary of its surrogate (its start, or its end when it is the span's end).
+    """
+    delta = 0
+    for entry in offset_map:
+        if offset <= entry.old_start:
+            break
+        if offset < entry.old_end:
+            return entry.new_start
+        delta = entry.new_end - entry.old_end
+    return offset + delta
+
+
+def carry_spans(spans: Iterable[Span], offset_map: Sequence[OffsetEntry]) -> list[Span]:
+    """Re-project another annotation layer's spans onto the output text."""
+    projected = []
+    for span in spans:
+        start = project_offset(offset_map, span.start)
+        end = project_offset(offset_map, span.end)
+        # an end inside a replaced span extends to that surrogate's end
+        for entry in offset_map:
+            if entry.old_start < span.end <= entry.old_end:
+                end = entry.new_end
+        projected.append(Span(start, max(start, end), span.label))
+    return projected
+
+
+@dataclass
+class ReplacedNote:
+    note: Note
+    offset_map: list[OffsetEntry]
+    # original surfaces that still occur (whole word) elsewhere in the output text
+    surfaces_left: list[str] = field(default_factory=list)
+
+
+class SurrogateReplacer:
+    """Applies one operator per label to notes.
+
+    ``policies`` maps a canonical label to ``{"operator": name, "options": {...}}``
+    (defaults: :data:`DEFAULT_POLICIES`); ``labels`` limits which labels are
+    replaced (the others are copied unchanged, offsets re-projected).
+    """
+
+    def __init__(
+        self,
+        key: SurrogateKey,
+        policies: Mapping[str, Mapping[str, Any]] | None = None,
+        labels: Iterable[str] | None = None,
+        consistency: str = "patient",
+    ) -> None:
+        merged = {**DEFAULT_POLICIES, **(policies or {})}
+        unknown = set(merged) - set(CANONICAL_LABELS)
+        if unknown:
+            raise ConfigError(f"surrogate policies for unknown labels {sorted(unknown)}")
+        self.labels = set(CANONICAL_LABELS if labels is None else labels)
+        bad = self.labels - set(CANONICAL_LABELS)
+        if bad:
+            raise ConfigError(f"surrogate labels {sorted(bad)} are not canonical labels")
+        self.operators: dict[str, SurrogateOperator] = {}
+        for label in sorted(self.labels):
+            policy = merged[label]
+            options = {"consistency": consistency, **policy.get("options", {})}
+            self.operators[label] = build_operator(key, policy["operator"], options)
+        self.replaced: Counter[str] = Counter()
+        self.kept_deliberately: Counter[str] = Counter()
+
+    def replace_note(self, note: Note) -> ReplacedNote:
+        pieces: list[str] = []
+        spans: list[Span] = []
+        offset_map: list[OffsetEntry] = []
+        originals: set[str] = set()
+        cursor = 0
+        length = 0
+        for span in note.spans:
+            surface = span.surface(note.text)
+            operator = self.operators.get(span.label)
+            if operator is None:
+                surrogate = surface
+            else:
+                mention = Mention(surface, span.label, note.patient_id, note.note_id)
+                surrogate = operator.replace(mention)
+                if surrogate == surface:
+                    if not operator.allows_identity(mention):
+                        raise IdentityReplacementError(
+                            f"note {note.note_id!r}: operator {operator.name!r} returned the "
+                            f"original {span.label} span {span.start}-{span.end} unchanged"
+                        )
+                    self.kept_deliberately[span.label] += 1
+                else:
+                    self.replaced[span.label] += 1
+                    originals.add(surface)
+            pieces.append(note.text[cursor : span.start])
+            length += span.start - cursor
+            new = Span(length, length + len(surrogate), span.label)
+            spans.append(new)
+            offset_map.append(OffsetEntry(span.start, span.end, new.start, new.end))
+            pieces.append(surrogate)
+            length += len(surrogate)
+            cursor = span.end
+        pieces.append(note.text[cursor:])
+        output = Note(
+            note_id=note.note_id,
+            patient_id=note.patient_id,
+            text="".join(pieces),
+            spans=tuple(spans),
+            source=note.source,
+            split=note.split,
+        )
+        # the invariant every consumer relies on; pieces[1::2] are the inserted surrogates
+        for new, inserted in zip(output.spans, pieces[1::2], strict=True):
+            if output.text[new.start : new.end] != inserted:
+                raise AssertionError(
+                    f"note {note.note_id!r}: span {new} does not hold its surrogate"
+                )
+        return ReplacedNote(output, offset_map, surfaces_left(output, originals))
+
+    def operator_counts(self) -> dict[str, dict[str, int]]:
+        return {label: dict(op.counts) for label, op in self.operators.items() if op.counts}

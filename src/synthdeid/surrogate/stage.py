@@ -1,0 +1,202 @@
+"""Replace the labelled PHI of a notes table by keyed, consistent surrogates."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm import tqdm
+
+from synthdeid.artifacts import (
+    PROVENANCE_KEY,
+    atomic_path,
+    make_provenance,
+    write_json_atomic,
+)
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.notes import NOTES_SCHEMA, notes_to_table, table_to_notes
+from synthdeid.surrogate.keying import load_key
+from synthdeid.surrogate.operators.base import CONSISTENCY_SCOPES
+from synthdeid.surrogate.replace import ReplacedNote, SurrogateReplacer
+
+log = logging.getLogger(__name__)
+
+OFFSET_TYPE = pa.struct(
+    [
+        pa.field("old_start", pa.int32(), nullable=False),
+        pa.field("old_end", pa.int32(), nullable=False),
+        pa.field("new_start", pa.int32(), nullable=False),
+        pa.field("new_end", pa.int32(), nullable=False),
+    ]
+)
+
+# the canonical notes table plus the offset map and the leftover count
+SURROGATE_SCHEMA = NOTES_SCHEMA.append(
+    pa.field("offset_map", pa.list_(pa.field("item", OFFSET_TYPE, nullable=False)), nullable=False)
+).append(pa.field("original_surfaces_left", pa.int32(), nullable=False))
+
+OFFSET_LIST_TYPE = SURROGATE_SCHEMA.field("offset_map").type
+
+MAX_EXAMPLES = 50
+
+
+@dataclass
+class RunStats:
+    notes: int = 0
+    spans: int = 0
+    notes_with_surfaces_left: int = 0
+    surfaces_left: int = 0
+    examples: list[dict[str, str]] = field(default_factory=list)
+
+
+def results_table(results: list[ReplacedNote]) -> pa.Table:
+    table = notes_to_table(r.note for r in results)
+    offsets = [
+        [
+            {
+                "old_start": e.old_start,
+                "old_end": e.old_end,
+                "new_start": e.new_start,
+                "new_end": e.new_end,
+            }
+            for e in r.offset_map
+        ]
+        for r in results
+    ]
+    table = table.append_column(
+        SURROGATE_SCHEMA.field("offset_map"), pa.array(offsets, OFFSET_LIST_TYPE)
+    )
+    return table.append_column(
+        SURROGATE_SCHEMA.field("original_surfaces_left"),
+        pa.array([len(r.surfaces_left) for r in results], pa.int32()),
+    )
+
+
+def replace_file(
+    in_path: Path,
+    out_path: Path,
+    replacer: SurrogateReplacer,
+    provenance: dict[str, Any],
+    batch_rows: int = 2048,
+) -> RunStats:
+    """Stream ``in_path`` row group by row group into ``out_path`` (atomic).
+
+    Memory stays bounded by one batch whatever the input size.
+    """
+    try:
+        source = pq.ParquetFile(in_path)
+    except FileNotFoundError:
+        raise InputError(in_path, None, "file not found") from None
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(in_path, None, f"not a readable Parquet file: {exc}") from exc
+    missing = [n for n in NOTES_SCHEMA.names if n not in source.schema_arrow.names]
+    if missing:
+        raise InputError(in_path, None, f"not a notes table: missing columns {missing}")
+    schema = SURROGATE_SCHEMA.with_metadata(
+        {PROVENANCE_KEY: json.dumps(provenance, sort_keys=True).encode()}
+    )
+    stats = RunStats()
+    progress = tqdm(total=source.metadata.num_rows, desc="surrogate", unit="note", mininterval=2)
+    with atomic_path(out_path) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        for batch in source.iter_batches(batch_size=batch_rows, columns=NOTES_SCHEMA.names):
+            notes = table_to_notes(pa.Table.from_batches([batch]), path=in_path)
+            results = [replacer.replace_note(note) for note in notes]
+            writer.write_table(results_table(results).cast(SURROGATE_SCHEMA))
+            for result in results:
+                stats.notes += 1
+                stats.spans += len(result.note.spans)
+                if result.surfaces_left:
+                    stats.notes_with_surfaces_left += 1
+                    stats.surfaces_left += len(result.surfaces_left)
+                    for surface in result.surfaces_left:
+                        if len(stats.examples) < MAX_EXAMPLES:
+                            stats.examples.append(
+                                {"note_id": result.note.note_id, "surface": surface}
+                            )
+            progress.update(len(notes))
+    progress.close()
+    return stats
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", type=Path, help="notes table (Parquet) with labelled spans")
+    parser.add_argument("output", type=Path, help="surrogate notes table to write")
+    parser.add_argument(
+        "--labels",
+        nargs="+",
+        default=None,
+        help="labels to replace (default: all canonical labels)",
+    )
+    parser.add_argument(
+        "--policies",
+        type=json.loads,
+        default=None,
+        help='JSON: label -> {"operator": name, "options": {...}} (defaults: seed 003)',
+    )
+    parser.add_argument("--consistency", choices=CONSISTENCY_SCOPES, default="patient")
+    parser.add_argument(
+        "--key-file", default=None, help="file holding the secret (default: $SYNTHDEID_SECRET)"
+    )
+    parser.add_argument(
+        "--summary", type=Path, default=None, help="summary JSON (default: beside OUT)"
+    )
+    parser.add_argument(
+        "--leftovers",
+        type=Path,
+        default=None,
+        help="local-only JSON of original surfaces still in the output (default: beside OUT)",
+    )
+    parser.add_argument("--batch-rows", type=int, default=2048)
+
+
+def run(args: argparse.Namespace) -> None:
+    key = load_key(args.key_file)  # first: a missing key stops before any work
+    if args.policies is not None and not isinstance(args.policies, dict):
+        raise ConfigError("--policies must be a JSON object")
+    replacer = SurrogateReplacer(key, args.policies, args.labels, args.consistency)
+    stem = args.output.with_suffix("")
+    summary_path = args.summary or stem.with_name(f"{stem.name}.summary.json")
+    leftovers_path = args.leftovers or stem.with_name(f"{stem.name}.leftovers.json")
+    params = {
+        "labels": sorted(replacer.labels),
+        "policies": {
+            label: {"operator": op.name, "options": op.options, "consistency": op.consistency}
+            for label, op in replacer.operators.items()
+        },
+        "key_fingerprint": key.fingerprint(),
+    }
+    provenance = make_provenance("surrogate", params, {"notes": args.input})
+    stats = replace_file(args.input, args.output, replacer, provenance, args.batch_rows)
+    summary = {
+        "notes": stats.notes,
+        "spans": stats.spans,
+        "replaced_by_label": dict(sorted(replacer.replaced.items())),
+        "kept_deliberately_by_label": dict(sorted(replacer.kept_deliberately.items())),
+        "identity_replacements": 0,  # any would have stopped the run
+        "operator_counts": replacer.operator_counts(),
+        "notes_with_original_surfaces_left": stats.notes_with_surfaces_left,
+        "original_surfaces_left": stats.surfaces_left,
+    }
+    write_json_atomic({"local_only": True, "examples": stats.examples}, leftovers_path)
+    write_json_atomic({"summary": summary, "provenance": provenance}, summary_path)
+    if stats.surfaces_left:
+        log.warning(
+            "%d original surfaces still occur elsewhere in %d output notes (usually mentions the "
+            "annotation missed); examples in %s",
+            stats.surfaces_left,
+            stats.notes_with_surfaces_left,
+            leftovers_path,
+        )
+    log.info(
+        "replaced %d spans in %d notes (key %s) -> %s",
+        sum(replacer.replaced.values()),
+        stats.notes,
+        key.fingerprint(),
+        args.output,
+    )
