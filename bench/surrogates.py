@@ -74,8 +74,8 @@ def repeated(table: pa.Table, size: int, path: Path) -> None:
             part = table.slice(0, min(table.num_rows, size - written))
             ids = [f"{n}#{copy}" for n in part["note_id"].to_pylist()]
             patients = [f"{p}#{copy}" for p in part["patient_id"].to_pylist()]
-            part = part.set_column(0, "note_id", pa.array(ids)).set_column(
-                1, "patient_id", pa.array(patients)
+            part = part.set_column(0, table.schema.field(0), pa.array(ids)).set_column(
+                1, table.schema.field(1), pa.array(patients)
             )
             writer.write_table(part, row_group_size=2048)
             written += part.num_rows
