@@ -27,21 +27,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from synthdeid.labels import CANONICAL_LABELS
+
 REPO = Path(__file__).resolve().parents[1]
-KEEP_ALL = {
-    label: {"operator": "keep"}
-    for label in (
-        "DOCTOR",
-        "PATIENT",
-        "DATE",
-        "LOCATION",
-        "PHONE",
-        "AGE",
-        "ID",
-        "HOSPITAL",
-        "OTHER",
-    )
-}
+KEEP_ALL = {label: {"operator": "keep"} for label in CANONICAL_LABELS}
 
 
 def source_notes() -> tuple[str, pa.Table]:

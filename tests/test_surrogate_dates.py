@@ -12,24 +12,9 @@ from hypothesis import strategies as st
 from synthdeid.errors import ConfigError
 from synthdeid.surrogate.keying import SurrogateKey
 from synthdeid.surrogate.operators.base import OPERATORS, Mention, build_operator
-from synthdeid.surrogate.operators.dates import DateShiftOperator
+from synthdeid.surrogate.operators.dates import MONTHS, WEEKDAYS, DateShiftOperator
 
 KEY = SurrogateKey(b"test-key")
-MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
-WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
 def mention(surface: str, patient: str = "patient-1") -> Mention:

@@ -38,6 +38,7 @@ from faker import Faker
 from synthdeid.artifacts import atomic_text
 from synthdeid.errors import ConfigError
 from synthdeid.labels import CANONICAL_LABELS
+from synthdeid.surrogate.operators.dates import MONTHS
 
 log = logging.getLogger(__name__)
 
@@ -76,20 +77,6 @@ SLOT_LABELS: dict[str, str] = {
     "pager": "OTHER",
 }
 
-_MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
 _AREA_CODES = ("212", "312", "415", "503", "617", "713", "802", "919")
 _FORMATTER = string.Formatter()
 
@@ -587,7 +574,7 @@ class _Patient:
 
 
 def _format_date(day: date, rng: random.Random) -> str:
-    month = _MONTHS[day.month - 1]
+    month = MONTHS[day.month - 1]
     forms = (
         f"{day.month}/{day.day}",
         f"{day.month:02d}/{day.day:02d}/{day.year}",
