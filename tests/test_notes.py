@@ -13,6 +13,7 @@ from synthdeid.notes import (
     merge_same_label_overlaps,
     notes_to_table,
     read_notes,
+    splice,
     table_to_notes,
     write_notes,
 )
@@ -89,3 +90,10 @@ def test_failed_write_leaves_no_file(tmp_path) -> None:
     with pytest.raises(TypeError):
         write_json_atomic({"not serialisable": object()}, target)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_splice_records_insert_offsets() -> None:
+    text, spans = splice(TEXT, [Span(4, 8, "DOCTOR"), Span(20, 24, "DATE")], ["Bartholomew", "D"])
+    assert text == "Dr. Bartholomew saw her on D."
+    assert [s.surface(text) for s in spans] == ["Bartholomew", "D"]
+    assert [s.label for s in spans] == ["DOCTOR", "DATE"]

@@ -27,7 +27,7 @@ from synthdeid.artifacts import make_provenance, write_json_atomic, write_parque
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.labels import coarse_view
 from synthdeid.mentions import surface_mentions, surfaces_left
-from synthdeid.notes import Note, Span, read_notes, write_notes
+from synthdeid.notes import Note, Span, read_notes, splice, write_notes
 
 log = logging.getLogger(__name__)
 
@@ -117,46 +117,39 @@ def mask_note(
         )
     extra = unlabelled_mentions(note.text, note.spans) if propagate else []
     gold = set(note.spans)
+    mentions = sorted([*note.spans, *extra])
     numbers: dict[tuple[str, str], int] = {}
     per_label: Counter[str] = Counter()
-    pieces: list[str] = []
-    spans: list[Span] = []
-    removed: list[RemovedValue] = []
-    cursor = 0
-    length = 0
-    for span in sorted([*note.spans, *extra]):
-        surface = span.surface(note.text)
+    shown_spans: list[Span] = []
+    tokens: list[str] = []
+    for span in mentions:
         shown = view[span.label] if view is not None else span.label
-        key = (shown, normalize_surface(surface))
+        key = (shown, normalize_surface(span.surface(note.text)))
         if key not in numbers:
             per_label[shown] += 1
             numbers[key] = per_label[shown]
-        token = placeholder(shown, numbers[key])
-        pieces.append(note.text[cursor : span.start])
-        length += span.start - cursor
-        spans.append(Span(length, length + len(token), shown))
-        removed.append(
-            RemovedValue(
-                note_id=note.note_id,
-                patient_id=note.patient_id,
-                placeholder=token,
-                label=span.label,
-                surface=surface,
-                start=span.start,
-                end=span.end,
-                masked_start=length,
-                masked_end=length + len(token),
-                propagated=span not in gold,
-            )
+        shown_spans.append(Span(span.start, span.end, shown))
+        tokens.append(placeholder(shown, numbers[key]))
+    text, spans = splice(note.text, shown_spans, tokens)
+    removed = [
+        RemovedValue(
+            note_id=note.note_id,
+            patient_id=note.patient_id,
+            placeholder=token,
+            label=span.label,
+            surface=span.surface(note.text),
+            start=span.start,
+            end=span.end,
+            masked_start=new.start,
+            masked_end=new.end,
+            propagated=span not in gold,
         )
-        pieces.append(token)
-        length += len(token)
-        cursor = span.end
-    pieces.append(note.text[cursor:])
+        for span, new, token in zip(mentions, spans, tokens, strict=True)
+    ]
     masked = Note(
         note_id=note.note_id,
         patient_id=note.patient_id,
-        text="".join(pieces),
+        text=text,
         spans=tuple(spans),
         source=note.source,
         split=note.split,

@@ -114,6 +114,27 @@ def check_spans(
     return ordered
 
 
+def splice(text: str, spans: Sequence[Span], inserts: Sequence[str]) -> tuple[str, list[Span]]:
+    """Replace each span's text by its insert in one left-to-right pass.
+
+    ``spans`` are sorted and do not overlap. Returns the new text and each
+    insert's span in it (same labels), recorded at insertion, so
+    ``new_text[s.start:s.end] == insert`` by construction.
+    """
+    pieces: list[str] = []
+    placed: list[Span] = []
+    cursor = length = 0
+    for span, insert in zip(spans, inserts, strict=True):
+        pieces.append(text[cursor : span.start])
+        length += span.start - cursor
+        placed.append(Span(length, length + len(insert), span.label))
+        pieces.append(insert)
+        length += len(insert)
+        cursor = span.end
+    pieces.append(text[cursor:])
+    return "".join(pieces), placed
+
+
 def merge_same_label_overlaps(spans: Sequence[Span]) -> tuple[list[Span], list[str]]:
     """Replace overlapping spans that share a label by their union.
 

@@ -18,7 +18,7 @@ from typing import Any
 from synthdeid.errors import ConfigError, StepError
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.mentions import surfaces_left
-from synthdeid.notes import Note, Span
+from synthdeid.notes import Note, Span, splice
 from synthdeid.surrogate.keying import SurrogateKey
 from synthdeid.surrogate.operators import Mention, SurrogateOperator, build_operator
 
@@ -121,54 +121,51 @@ class SurrogateReplacer:
         self.kept_deliberately: Counter[str] = Counter()
 
     def replace_note(self, note: Note) -> ReplacedNote:
-        pieces: list[str] = []
-        spans: list[Span] = []
-        offset_map: list[OffsetEntry] = []
-        originals: set[str] = set()
-        cursor = 0
-        length = 0
-        for span in note.spans:
-            surface = span.surface(note.text)
-            operator = self.operators.get(span.label)
-            if operator is None:
-                surrogate = surface
-            else:
-                mention = Mention(surface, span.label, note.patient_id, note.note_id)
-                surrogate = operator.replace(mention)
-                if surrogate == surface:
-                    if not operator.allows_identity(mention):
-                        raise IdentityReplacementError(
-                            f"note {note.note_id!r}: operator {operator.name!r} returned the "
-                            f"original {span.label} span {span.start}-{span.end} unchanged"
-                        )
-                    self.kept_deliberately[span.label] += 1
-                else:
-                    self.replaced[span.label] += 1
-                    originals.add(surface)
-            pieces.append(note.text[cursor : span.start])
-            length += span.start - cursor
-            new = Span(length, length + len(surrogate), span.label)
-            spans.append(new)
-            offset_map.append(OffsetEntry(span.start, span.end, new.start, new.end))
-            pieces.append(surrogate)
-            length += len(surrogate)
-            cursor = span.end
-        pieces.append(note.text[cursor:])
+        surrogates = [self.surrogate_for(note, span) for span in note.spans]
+        text, spans = splice(note.text, note.spans, surrogates)
         output = Note(
             note_id=note.note_id,
             patient_id=note.patient_id,
-            text="".join(pieces),
+            text=text,
             spans=tuple(spans),
             source=note.source,
             split=note.split,
         )
-        # the invariant every consumer relies on; pieces[1::2] are the inserted surrogates
-        for new, inserted in zip(output.spans, pieces[1::2], strict=True):
-            if output.text[new.start : new.end] != inserted:
+        # the invariant every consumer relies on, checked on every output
+        for new, inserted in zip(spans, surrogates, strict=True):
+            if text[new.start : new.end] != inserted:
                 raise AssertionError(
                     f"note {note.note_id!r}: span {new} does not hold its surrogate"
                 )
+        offset_map = [
+            OffsetEntry(old.start, old.end, new.start, new.end)
+            for old, new in zip(note.spans, spans, strict=True)
+        ]
+        originals = {
+            old.surface(note.text)
+            for old, surrogate in zip(note.spans, surrogates, strict=True)
+            if surrogate != old.surface(note.text)
+        }
         return ReplacedNote(output, offset_map, surfaces_left(output, originals))
+
+    def surrogate_for(self, note: Note, span: Span) -> str:
+        """The surrogate of one span (its text when its label is not replaced)."""
+        surface = span.surface(note.text)
+        operator = self.operators.get(span.label)
+        if operator is None:
+            return surface
+        mention = Mention(surface, span.label, note.patient_id, note.note_id)
+        surrogate = operator.replace(mention)
+        if surrogate != surface:
+            self.replaced[span.label] += 1
+        elif operator.allows_identity(mention):
+            self.kept_deliberately[span.label] += 1
+        else:
+            raise IdentityReplacementError(
+                f"note {note.note_id!r}: operator {operator.name!r} returned the "
+                f"original {span.label} span {span.start}-{span.end} unchanged"
+            )
+        return surrogate
 
     def operator_counts(self) -> dict[str, dict[str, int]]:
         return {label: dict(op.counts) for label, op in self.operators.items() if op.counts}
