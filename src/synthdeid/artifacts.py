@@ -76,14 +76,19 @@ def write_parquet_atomic(
         pq.write_table(table, tmp, compression="zstd")
 
 
-def read_parquet_with_provenance(path: str | Path) -> tuple[pa.Table, dict[str, Any]]:
-    """Read a Parquet artifact and its provenance (empty if it has none)."""
+def open_parquet(path: str | Path) -> pq.ParquetFile:
+    """Open a Parquet file for reading (whole or batch by batch), with clear errors."""
     try:
-        table = pq.read_table(path)
+        return pq.ParquetFile(path)
     except FileNotFoundError:
         raise InputError(path, None, "file not found") from None
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputError(path, None, f"not a readable Parquet file: {exc}") from exc
+
+
+def read_parquet_with_provenance(path: str | Path) -> tuple[pa.Table, dict[str, Any]]:
+    """Read a Parquet artifact and its provenance (empty if it has none)."""
+    table = open_parquet(path).read()
     raw = (table.schema.metadata or {}).get(PROVENANCE_KEY)
     return table, (json.loads(raw) if raw else {})
 

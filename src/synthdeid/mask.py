@@ -146,14 +146,7 @@ def mask_note(
         )
         for span, new, token in zip(mentions, spans, tokens, strict=True)
     ]
-    masked = Note(
-        note_id=note.note_id,
-        patient_id=note.patient_id,
-        text=text,
-        spans=tuple(spans),
-        source=note.source,
-        split=note.split,
-    )
+    masked = note.with_text(text, spans)
     return MaskedNote(note=masked, removed=removed)
 
 

@@ -68,6 +68,10 @@ class Note:
     def with_split(self, split: str) -> Note:
         return replace(self, split=split)
 
+    def with_text(self, text: str, spans: Sequence[Span]) -> Note:
+        """The same note (ids, source, split) with new text and spans."""
+        return replace(self, text=text, spans=tuple(spans))
+
 
 def check_spans(
     text: str,

@@ -123,14 +123,7 @@ class SurrogateReplacer:
     def replace_note(self, note: Note) -> ReplacedNote:
         surrogates = [self.surrogate_for(note, span) for span in note.spans]
         text, spans = splice(note.text, note.spans, surrogates)
-        output = Note(
-            note_id=note.note_id,
-            patient_id=note.patient_id,
-            text=text,
-            spans=tuple(spans),
-            source=note.source,
-            split=note.split,
-        )
+        output = note.with_text(text, spans)
         # the invariant every consumer relies on, checked on every output
         for new, inserted in zip(spans, surrogates, strict=True):
             if text[new.start : new.end] != inserted:

@@ -17,6 +17,7 @@ from synthdeid.artifacts import (
     PROVENANCE_KEY,
     atomic_path,
     make_provenance,
+    open_parquet,
     write_json_atomic,
 )
 from synthdeid.errors import ConfigError, InputError
@@ -89,12 +90,7 @@ def replace_file(
 
     Memory stays bounded by one batch whatever the input size.
     """
-    try:
-        source = pq.ParquetFile(in_path)
-    except FileNotFoundError:
-        raise InputError(in_path, None, "file not found") from None
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(in_path, None, f"not a readable Parquet file: {exc}") from exc
+    source = open_parquet(in_path)
     missing = [n for n in NOTES_SCHEMA.names if n not in source.schema_arrow.names]
     if missing:
         raise InputError(in_path, None, f"not a notes table: missing columns {missing}")
