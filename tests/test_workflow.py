@@ -41,6 +41,11 @@ def test_dry_run_plans_the_implemented_rules(repo: Path, tmp_path: Path) -> None
         "mask_seeds": 1,
         "plot_corpus_overview": 1,
         "replace_surrogates": 1,
+        "build_mixture": 2,
+        "train_ner": 2,
+        "predict_ner": 2,
+        "evaluate_ner": 2,
+        "compare_ner": 1,
         "all": 1,
     }
 
@@ -71,6 +76,31 @@ def test_demo_run_writes_artifacts_with_their_schemas(workdir: Path) -> None:
     assert (workdir / "logs" / "mask_seeds" / "demo.log").read_text().count("masked") >= 1
 
 
+def test_demo_run_trains_predicts_and_evaluates_every_run(workdir: Path) -> None:
+    results = workdir / "results"
+    holdout = [n for n in read_notes(results / "split_notes" / "demo" / "notes.parquet")]
+    holdout_ids = {n.note_id for n in holdout if n.split == "holdout"}
+    for run in ("real_only", "surrogate_aug"):
+        model = results / "train_ner" / "demo" / run / "model"
+        settings = json.loads((model / "synthdeid_ner.json").read_text())
+        assert 0 < settings["o_threshold"] < 1
+        assert (model / "README.md").read_text().startswith("---")
+        assert (model / "model.safetensors").is_file()
+        predictions = read_notes(results / "predict_ner" / "demo" / run / "predictions.parquet")
+        assert {n.note_id for n in predictions} == holdout_ids
+        redacted = read_notes(results / "predict_ner" / "demo" / run / "deidentified.parquet")
+        for note in redacted:
+            assert all(s.surface(note.text) == f"[{s.label}]" for s in note.spans)
+        metrics = json.loads((results / "evaluate_ner" / "demo" / run / "metrics.json").read_text())
+        leakage = metrics["headline"]["leakage_overlap_all"]
+        assert leakage["ci_lo"] <= leakage["estimate"] <= leakage["ci_hi"]
+    mixture = json.loads(
+        (results / "build_mixture" / "demo" / "surrogate_aug" / "summary.json").read_text()
+    )
+    assert mixture["summary"]["n_synthetic"] > 0
+    assert (results / "compare_ner" / "demo" / "runs.png").read_bytes().startswith(b"\x89PNG")
+
+
 def test_nothing_to_do_after_a_run(workdir: Path) -> None:
     result = snakemake(workdir, "-n")
     assert "Nothing to be done" in result.stdout + result.stderr
@@ -93,6 +123,23 @@ def test_changing_a_masking_parameter_reruns_only_masking(workdir: Path) -> None
     assert "Params have changed since last execution" in result.stdout
 
 
+def test_changing_one_run_reruns_only_that_branch(workdir: Path) -> None:
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    config["ner"]["runs"][1]["training"] = {"learning_rate": 3.0e-4}
+    path = workdir / "changed-run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(workdir, "-n", "--configfile", str(path))
+    assert planned_jobs(result.stdout) == {
+        "train_ner": 1,
+        "predict_ner": 1,
+        "evaluate_ner": 1,
+        "compare_ner": 1,
+        "all": 1,
+    }
+    assert "results/train_ner/demo/surrogate_aug/model" in result.stdout
+    assert "results/train_ner/demo/real_only/model" not in result.stdout
+
+
 def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
     result = snakemake(workdir, "-n", "--configfile", changed_config(workdir, "split", "seed", 99))
     assert planned_jobs(result.stdout) == {
@@ -100,6 +147,11 @@ def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
         "mask_seeds": 1,
         "plot_corpus_overview": 1,
         "replace_surrogates": 1,
+        "build_mixture": 2,
+        "train_ner": 2,
+        "predict_ner": 2,
+        "evaluate_ner": 2,
+        "compare_ner": 1,
         "all": 1,
     }
 

@@ -25,6 +25,11 @@ STAGES: dict[str, str] = {
     "corpus-overview": "synthdeid.corpus_overview",
     "mask": "synthdeid.mask",
     "surrogate": "synthdeid.surrogate.stage",
+    "build-mixture": "synthdeid.ner.mixture_stage",
+    "train-ner": "synthdeid.ner.train_stage",
+    "deid": "synthdeid.ner.deid_stage",
+    "evaluate-ner": "synthdeid.evaluation.stage",
+    "compare-ner": "synthdeid.evaluation.compare",
     "probe-env": "synthdeid.probe_env",
 }
 

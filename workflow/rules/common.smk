@@ -79,4 +79,70 @@ def all_targets():
         f"results/mask_seeds/{CORPUS}/masked.parquet",
         f"results/plot_corpus_overview/{CORPUS}/overview.png",
         f"results/replace_surrogates/{CORPUS}/notes.parquet",
+        *[f"results/evaluate_ner/{CORPUS}/{run}/metrics.json" for run in NER_RUNS],
+        f"results/compare_ner/{CORPUS}/runs.png",
     ]
+
+
+# ------------------------------------------------------------ de-identification models
+
+NER = config["ner"]
+NER_RUNS = {run["name"]: run for run in NER["runs"]}
+REFERENCE_RUN = NER["reference_run"] or NER["runs"][0]["name"]
+if REFERENCE_RUN not in NER_RUNS:
+    raise WorkflowError(
+        f"ner.reference_run {REFERENCE_RUN!r} is not one of the runs {sorted(NER_RUNS)}"
+    )
+
+# labelled pools a mixture can draw from: name -> (artifact, split parts used)
+POOLS = {
+    "surrogates": ("results/replace_surrogates/{corpus}/notes.parquet", ["seed"]),
+}
+
+
+wildcard_constraints:
+    run="|".join(NER_RUNS),
+
+
+def pool_files(wildcards):
+    """The pools of one run, as named inputs of build_mixture."""
+    return {
+        name: POOLS[name][0].format(corpus=wildcards.corpus)
+        for name in NER_RUNS[wildcards.run]["pools"]
+    }
+
+
+def pool_arguments(wildcards, input):
+    """--pool NAME=PATH for each pool (paths come from the rule's own inputs)."""
+    return " ".join(
+        f"--pool {name}={input[name]}" for name in NER_RUNS[wildcards.run]["pools"]
+    )
+
+
+def pool_parts(wildcards):
+    """The split parts taken from the run's pools (never the train or holdout notes)."""
+    parts = sorted(
+        {p for name in NER_RUNS[wildcards.run]["pools"] for p in POOLS[name][1]}
+    )
+    return parts or ["seed"]
+
+
+def mixture_spec(wildcards):
+    return as_json(NER_RUNS[wildcards.run]["mixture"])
+
+
+def training_settings(wildcards):
+    """ner.training with the run's overrides on top, as JSON (one run's own params)."""
+    return as_json({**NER["training"], **NER_RUNS[wildcards.run]["training"]})
+
+
+def evaluation_outputs(wildcards):
+    return {
+        run: f"results/evaluate_ner/{wildcards.corpus}/{run}/metrics.json"
+        for run in NER_RUNS
+    }
+
+
+def run_arguments(wildcards, input):
+    """--run NAME=DIR for compare_ner, from the metrics files of every run."""
+    return " ".join(f"--run {run}={Path(input[run]).parent}" for run in NER_RUNS)

@@ -1,0 +1,278 @@
+"""Document-level bootstrap: percentile intervals and paired tests between systems.
+
+Following seed 003 (2.5): documents are resampled with replacement
+(``n_resamples`` = 2,000, ``seed`` = 42 by default) and every ratio is
+recomputed on each resample. The resamples are one integer matrix ``W``
+(resamples x documents, ``W[r, d]`` = how often document ``d`` was drawn in
+resample ``r``) from ``numpy.random.default_rng(seed)``; the column sums of
+every resample are then one product ``W @ counts``, so every headline and
+per-label ratio of every resample costs one matrix product. Intervals are
+percentile intervals (2.5th and 97.5th percentiles).
+
+The paired test scores two systems on the same documents with the same
+``W``: on each resample the difference ``system - reference`` of one metric
+(overlap recall by default) is computed per label and for ALL. The two-sided
+p-value is ``min(1, 2 * share of resamples whose difference is <= 0)`` when
+the observed difference is positive (``>= 0`` when negative; 1.0 when it is
+0). Bonferroni: ``p_bonferroni = min(1, p * m)`` with ``m`` the number of
+labels with gold support; the ALL row gets the same correction (conservative);
+a row is significant when ``p_bonferroni < alpha`` (i.e. ``p < alpha / m``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from synthdeid.evaluation.metrics import (
+    ALL,
+    LABEL_RATIOS,
+    CountTable,
+    column_name,
+    headline_ratios,
+    label_ratios,
+    table_headline,
+    table_per_label,
+)
+
+log = logging.getLogger(__name__)
+
+N_RESAMPLES = 2000
+SEED = 42
+CI_LEVEL = 0.95
+ALPHA = 0.05
+TOLERANCE = 1e-12  # differences this small count as zero (float noise in F1 etc.)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with its percentile bootstrap interval."""
+
+    estimate: float
+    lo: float
+    hi: float
+
+    def as_dict(self) -> dict[str, float]:
+        return {"estimate": self.estimate, "ci_lo": self.lo, "ci_hi": self.hi}
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """Headline and per-label intervals of one system."""
+
+    headline: dict[str, Interval]
+    per_label: dict[str, dict[str, Interval]]  # label (and ALL) -> ratio -> interval
+    support: dict[str, int]  # label (and ALL) -> gold spans
+    predicted: dict[str, int]  # label (and ALL) -> predicted spans
+    counts: dict[str, float]  # n_notes, n_notes_with_phi, n_gold_spans, n_predicted_spans
+    n_resamples: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class PairedTest:
+    """One row of a paired bootstrap test: ``system - reference`` on one label."""
+
+    label: str
+    support: int
+    system: float
+    reference: float
+    diff: float
+    diff_lo: float
+    diff_hi: float
+    p: float
+    p_bonferroni: float
+    significant: bool
+
+
+@dataclass(frozen=True)
+class PairedTestResult:
+    metric: str
+    m: int  # labels tested (with gold support), the Bonferroni factor
+    alpha: float
+    alpha_bonferroni: float
+    n_resamples: int
+    seed: int
+    rows: list[PairedTest]  # labels with support, then ALL
+
+
+def resample_weights(n_docs: int, n_resamples: int = N_RESAMPLES, seed: int = SEED) -> np.ndarray:
+    """``W``: how often each document is drawn in each resample (resamples x documents)."""
+    if n_docs < 1:
+        raise ValueError("the bootstrap needs at least one document")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+    rng = np.random.default_rng(seed)
+    drawn = rng.integers(0, n_docs, size=(n_resamples, n_docs), dtype=np.int64)
+    offsets = np.arange(n_resamples, dtype=np.int64)[:, None] * n_docs
+    counts = np.bincount((drawn + offsets).ravel(), minlength=n_resamples * n_docs)
+    return counts.reshape(n_resamples, n_docs).astype(np.int32)
+
+
+def resampled_sums(table: CountTable, weights: np.ndarray) -> np.ndarray:
+    """Column sums of every resample: ``W @ counts`` (resamples x columns)."""
+    if weights.shape[1] != len(table.note_ids):
+        raise ValueError(
+            f"resample matrix covers {weights.shape[1]} documents, the table {len(table.note_ids)}"
+        )
+    # float64 BLAS is exact for integer sums below 2**53
+    return weights.astype(np.float64) @ table.values.astype(np.float64)
+
+
+def percentile_interval(samples: np.ndarray, level: float = CI_LEVEL) -> tuple[float, float]:
+    tail = (1 - level) / 2 * 100
+    lo, hi = np.percentile(samples, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def get_weights(n_docs: int, n_resamples: int, seed: int, weights: np.ndarray | None) -> np.ndarray:
+    return resample_weights(n_docs, n_resamples, seed) if weights is None else weights
+
+
+def bootstrap_metrics(
+    table: CountTable,
+    *,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    weights: np.ndarray | None = None,
+) -> BootstrapResult:
+    """Point estimates and percentile intervals of every headline and per-label ratio.
+
+    Pass ``weights`` (from :func:`resample_weights`) to reuse one resample
+    matrix across systems; ``n_resamples`` and ``seed`` then only label the result.
+    """
+    w = get_weights(len(table.note_ids), n_resamples, seed, weights)
+    sums = resampled_sums(table, w)
+    point = table_headline(table)
+    headline = {
+        name: Interval(point[name], *percentile_interval(samples))
+        for name, samples in headline_ratios(sums, table.index).items()
+    }
+    point_labels = table_per_label(table)
+    per_label: dict[str, dict[str, Interval]] = {}
+    for label in (*table.labels, ALL):
+        samples = label_ratios(sums, table.index, label)
+        per_label[label] = {
+            name: Interval(point_labels[label][name], *percentile_interval(samples[name]))
+            for name in LABEL_RATIOS
+        }
+    totals = table.totals()
+    return BootstrapResult(
+        headline=headline,
+        per_label=per_label,
+        support={
+            lab: int(totals[table.index[column_name(lab, "gold")]]) for lab in (*table.labels, ALL)
+        },
+        predicted={
+            lab: int(totals[table.index[column_name(lab, "pred")]]) for lab in (*table.labels, ALL)
+        },
+        counts={
+            name: point[name]
+            for name in ("n_notes", "n_notes_with_phi", "n_gold_spans", "n_predicted_spans")
+        },
+        n_resamples=int(w.shape[0]),
+        seed=seed,
+    )
+
+
+def check_same_documents(system: CountTable, reference: CountTable) -> None:
+    """Raise ValueError unless both tables score the same documents with the same gold."""
+    if system.note_ids != reference.note_ids:
+        in_system, in_reference = set(system.note_ids), set(reference.note_ids)
+        only_system = [n for n in system.note_ids if n not in in_reference]
+        only_reference = [n for n in reference.note_ids if n not in in_system]
+        detail = (
+            f"only in the system: {only_system[:5]}, only in the reference: {only_reference[:5]}"
+            if only_system or only_reference
+            else "same documents in a different order"
+        )
+        raise ValueError(
+            "paired bootstrap needs both systems scored on the same documents in the same "
+            f"order; {detail}"
+        )
+    labels = tuple(dict.fromkeys((*reference.labels, *system.labels)))
+    a, b = system.with_labels(labels), reference.with_labels(labels)
+    gold = [a.index[column_name(lab, "gold")] for lab in (*labels, ALL)]
+    differs = np.flatnonzero((a.values[:, gold] != b.values[:, gold]).any(axis=1))
+    if differs.size:
+        first = [system.note_ids[k] for k in differs[:5]]
+        raise ValueError(
+            f"the two systems were scored against different gold spans (notes {first}); "
+            "score both against the same gold notes"
+        )
+
+
+def p_value(observed: float, samples: np.ndarray) -> float:
+    """Two-sided p from sign changes of the resampled differences."""
+    if abs(observed) <= TOLERANCE:
+        return 1.0
+    changed = samples <= TOLERANCE if observed > 0 else samples >= -TOLERANCE
+    return float(min(1.0, 2.0 * float(np.mean(changed))))
+
+
+def bonferroni(p: float, m: int) -> float:
+    return float(min(1.0, p * max(m, 1)))
+
+
+def paired_bootstrap_test(
+    system: CountTable,
+    reference: CountTable,
+    *,
+    metric: str = "overlap_recall",
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    weights: np.ndarray | None = None,
+    alpha: float = ALPHA,
+) -> PairedTestResult:
+    """Paired bootstrap test of ``system - reference`` per label with support, and ALL.
+
+    Both tables must score the same documents in the same order (ValueError
+    otherwise). ``metric`` is one of :data:`LABEL_RATIOS`.
+    """
+    if metric not in LABEL_RATIOS:
+        raise ValueError(f"unknown metric {metric!r}; choose from {', '.join(LABEL_RATIOS)}")
+    check_same_documents(system, reference)
+    labels = tuple(dict.fromkeys((*reference.labels, *system.labels)))
+    system, reference = system.with_labels(labels), reference.with_labels(labels)
+    w = get_weights(len(system.note_ids), n_resamples, seed, weights)
+    sums_s, sums_r = resampled_sums(system, w), resampled_sums(reference, w)
+    totals_s, totals_r = system.totals(), reference.totals()
+    tested = [lab for lab in labels if totals_r[reference.index[column_name(lab, "gold")]] > 0]
+    m = len(tested)
+    rows = []
+    for label in (*tested, ALL):
+        obs_s = float(label_ratios(totals_s, system.index, label)[metric])
+        obs_r = float(label_ratios(totals_r, reference.index, label)[metric])
+        diffs = (
+            label_ratios(sums_s, system.index, label)[metric]
+            - label_ratios(sums_r, reference.index, label)[metric]
+        )
+        observed = obs_s - obs_r
+        lo, hi = percentile_interval(diffs)
+        p = p_value(observed, diffs)
+        p_adj = bonferroni(p, m)
+        rows.append(
+            PairedTest(
+                label=label,
+                support=int(totals_r[reference.index[column_name(label, "gold")]]),
+                system=obs_s,
+                reference=obs_r,
+                diff=observed,
+                diff_lo=lo,
+                diff_hi=hi,
+                p=p,
+                p_bonferroni=p_adj,
+                significant=p_adj < alpha,
+            )
+        )
+    return PairedTestResult(
+        metric=metric,
+        m=m,
+        alpha=alpha,
+        alpha_bonferroni=alpha / max(m, 1),
+        n_resamples=int(w.shape[0]),
+        seed=seed,
+        rows=rows,
+    )

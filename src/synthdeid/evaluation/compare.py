@@ -1,0 +1,351 @@
+"""Compare evaluated NER runs: a table with intervals and paired tests (compare-ner).
+
+Each ``--run NAME=DIR`` names an ``evaluate-ner`` output folder; its
+``per_document.parquet`` is re-scored here with one shared resample matrix,
+so every run's intervals and every paired test use the same resamples. All
+runs must score the same documents against the same gold (their order may
+differ). Writes runs.csv / runs.md (one row per run, ranked as in seed 000:
+document leakage first, span-overlap F1 second), paired_tests.csv / .md
+(each run against ``--reference``, per label and ALL), comparison.json and
+runs.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from synthdeid.artifacts import atomic_text, write_json_atomic
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.evaluation.bootstrap import (
+    ALPHA,
+    N_RESAMPLES,
+    SEED,
+    BootstrapResult,
+    PairedTestResult,
+    bootstrap_metrics,
+    check_same_documents,
+    paired_bootstrap_test,
+    resample_weights,
+)
+from synthdeid.evaluation.metrics import DEFINITIONS, LABEL_RATIOS, CountTable, order_labels
+from synthdeid.evaluation.report import (
+    PER_DOCUMENT,
+    error_bars,
+    format_interval,
+    markdown_table,
+    pyplot,
+    read_per_document,
+    save_figure,
+    write_csv,
+)
+from synthdeid.evaluation.stage import positive_int
+
+log = logging.getLogger(__name__)
+
+RUN_METRICS: tuple[str, ...] = (
+    "leakage_overlap_all",
+    "leakage_overlap_phi",
+    "leakage_detection_all",
+    "detection_recall",
+    "detection_precision",
+    "span_overlap_f1",
+    "span_exact_f1",
+)
+TEST_FIELDS: tuple[str, ...] = (
+    "run",
+    "reference",
+    "metric",
+    "label",
+    "support",
+    "run_value",
+    "reference_value",
+    "diff",
+    "diff_lo",
+    "diff_hi",
+    "p",
+    "p_bonferroni",
+    "m",
+    "alpha_bonferroni",
+    "significant",
+)
+
+
+def parse_run(value: str) -> tuple[str, Path]:
+    name, sep, folder = value.partition("=")
+    if not sep or not name or not folder:
+        raise argparse.ArgumentTypeError(f"expected NAME=DIR, got {value!r}")
+    return name, Path(folder)
+
+
+def load_runs(runs: list[tuple[str, Path]], reference: str) -> dict[str, CountTable]:
+    """Read every run's counts, on the reference's documents and a common label set."""
+    names = [name for name, _ in runs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ConfigError(f"--run names must be unique; repeated: {duplicates}")
+    if reference not in names:
+        raise ConfigError(f"--reference {reference!r} is not one of the runs {names}")
+    tables = {name: read_per_document(folder / PER_DOCUMENT) for name, folder in runs}
+    labels = order_labels(label for t in tables.values() for label in t.labels)
+    tables = {name: t.with_labels(labels) for name, t in tables.items()}
+    ref = tables[reference]
+    folders = dict(runs)
+    for name, table in tables.items():
+        path = folders[name] / PER_DOCUMENT
+        if set(table.note_ids) != set(ref.note_ids) or len(table.note_ids) != len(ref.note_ids):
+            only_here = sorted(set(table.note_ids) - set(ref.note_ids))[:5]
+            only_ref = sorted(set(ref.note_ids) - set(table.note_ids))[:5]
+            raise InputError(
+                path,
+                None,
+                f"run {name!r} scored other documents than the reference {reference!r}: "
+                f"only here {only_here}, only in the reference {only_ref}",
+                "evaluate every run on the same gold notes and --parts",
+            )
+        order = {note_id: k for k, note_id in enumerate(table.note_ids)}
+        rows = [order[note_id] for note_id in ref.note_ids]
+        tables[name] = CountTable(ref.note_ids, labels, table.values[rows])
+        try:
+            check_same_documents(tables[name], ref)
+        except ValueError as exc:
+            raise InputError(path, None, str(exc)) from None
+    return tables
+
+
+def run_rows(results: dict[str, BootstrapResult], reference: str) -> list[dict[str, Any]]:
+    """One row per run, with the seed 000 rank (lower leakage, then higher overlap F1)."""
+    ranking = sorted(
+        results,
+        key=lambda n: (
+            results[n].headline["leakage_overlap_all"].estimate,
+            -results[n].headline["span_overlap_f1"].estimate,
+        ),
+    )
+    rows = []
+    for name, result in results.items():
+        row: dict[str, Any] = {
+            "run": name,
+            "rank": ranking.index(name) + 1,
+            "reference": name == reference,
+            "n_notes": int(result.counts["n_notes"]),
+        }
+        for metric in RUN_METRICS:
+            interval = result.headline[metric]
+            row[metric] = interval.estimate
+            row[f"{metric}_lo"] = interval.lo
+            row[f"{metric}_hi"] = interval.hi
+        rows.append(row)
+    return rows
+
+
+def paired_rows(name: str, reference: str, result: PairedTestResult) -> list[dict[str, Any]]:
+    return [
+        {
+            "run": name,
+            "reference": reference,
+            "metric": result.metric,
+            "label": row.label,
+            "support": row.support,
+            "run_value": row.system,
+            "reference_value": row.reference,
+            "diff": row.diff,
+            "diff_lo": row.diff_lo,
+            "diff_hi": row.diff_hi,
+            "p": row.p,
+            "p_bonferroni": row.p_bonferroni,
+            "m": result.m,
+            "alpha_bonferroni": result.alpha_bonferroni,
+            "significant": row.significant,
+        }
+        for row in result.rows
+    ]
+
+
+def runs_markdown(results: dict[str, BootstrapResult], reference: str, rows: list[dict]) -> str:
+    ranks = {row["run"]: row["rank"] for row in rows}
+    lines = [
+        "# NER runs",
+        "",
+        "Ranked by document leakage (overlap, all notes), then span-overlap F1 (seed 000). "
+        "Estimates with 95% percentile bootstrap intervals over documents, one shared "
+        f"resample matrix; reference run: {reference}.",
+        "",
+    ]
+    lines += markdown_table(
+        ["rank", "run", "notes", *RUN_METRICS],
+        [
+            [
+                str(ranks[name]),
+                name + (" (reference)" if name == reference else ""),
+                str(int(result.counts["n_notes"])),
+                *(format_interval(result.headline[m]) for m in RUN_METRICS),
+            ]
+            for name, result in results.items()
+        ],
+    )
+    lines += ["", *(f"- {m}: {DEFINITIONS[m]}" for m in RUN_METRICS), ""]
+    return "\n".join(lines)
+
+
+def tests_markdown(rows: list[dict[str, Any]], metric: str, reference: str) -> str:
+    lines = [
+        f"# Paired bootstrap tests against {reference}",
+        "",
+        f"Difference run - reference in {metric}, per label with gold support and ALL. "
+        "Two-sided p from sign changes across resamples; Bonferroni across the labels tested "
+        "(m), also applied to ALL; significant when p_bonferroni < alpha.",
+        "",
+    ]
+    if not rows:
+        return "\n".join([*lines, "No other run to test (a single run was given).", ""])
+    lines += markdown_table(
+        [
+            "run",
+            "label",
+            "support",
+            "run value",
+            "reference value",
+            "diff [95% CI]",
+            "p",
+            "p_bonf",
+            "sig.",
+        ],
+        [
+            [
+                r["run"],
+                r["label"],
+                str(r["support"]),
+                f"{r['run_value']:.3f}",
+                f"{r['reference_value']:.3f}",
+                f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]",
+                f"{r['p']:.4f}",
+                f"{r['p_bonferroni']:.4f}",
+                "yes" if r["significant"] else "no",
+            ]
+            for r in rows
+        ],
+    )
+    return "\n".join([*lines, ""])
+
+
+def plot_runs(results: dict[str, BootstrapResult], reference: str, path: Path) -> None:
+    plt = pyplot()
+    names = list(results)
+    positions = np.arange(len(names))
+    fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 1.4 * len(names) + 3), 3.8))
+    panels = (
+        ("leakage_overlap_all", "document leakage (overlap)", "#c0504d"),
+        ("span_overlap_f1", "span overlap F1", "#1f4e79"),
+    )
+    for ax, (metric, title, color) in zip(axes, panels, strict=True):
+        intervals = [results[name].headline[metric] for name in names]
+        ax.errorbar(
+            positions,
+            [i.estimate for i in intervals],
+            yerr=error_bars(intervals),
+            fmt="o",
+            capsize=4,
+            color=color,
+        )
+        ticks = [f"{name} (ref)" if name == reference else name for name in names]
+        ax.set_xticks(positions, ticks, rotation=30, ha="right", fontsize=8)
+        ax.set_xlim(-0.5, len(names) - 0.5)
+        ax.set_title(f"{title} (95% CI)")
+        ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--run",
+        dest="runs",
+        action="append",
+        required=True,
+        type=parse_run,
+        metavar="NAME=DIR",
+        help="an evaluate-ner output folder and its name (repeat for each run)",
+    )
+    parser.add_argument("--reference", default=None, help="run to test against (default: first)")
+    parser.add_argument("--out-dir", required=True, type=Path, help="folder for the outputs")
+    parser.add_argument("--resamples", type=positive_int, default=N_RESAMPLES)
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument(
+        "--metric",
+        choices=LABEL_RATIOS,
+        default="overlap_recall",
+        help="metric compared by the paired test (default: overlap_recall)",
+    )
+    parser.add_argument("--alpha", type=float, default=ALPHA, help="family-wise alpha")
+
+
+def run(args: argparse.Namespace) -> None:
+    reference = args.reference or args.runs[0][0]
+    tables = load_runs(args.runs, reference)
+    ref = tables[reference]
+    weights = resample_weights(len(ref.note_ids), args.resamples, args.seed)
+    results = {
+        name: bootstrap_metrics(table, n_resamples=args.resamples, seed=args.seed, weights=weights)
+        for name, table in tables.items()
+    }
+    tests = {
+        name: paired_bootstrap_test(
+            table, ref, metric=args.metric, seed=args.seed, weights=weights, alpha=args.alpha
+        )
+        for name, table in tables.items()
+        if name != reference
+    }
+    rows = run_rows(results, reference)
+    tested = [row for name, result in tests.items() for row in paired_rows(name, reference, result)]
+    out: Path = args.out_dir
+    write_csv(rows, list(rows[0]), out / "runs.csv")
+    with atomic_text(out / "runs.md") as handle:
+        handle.write(runs_markdown(results, reference, rows))
+    write_csv(tested, TEST_FIELDS, out / "paired_tests.csv")
+    with atomic_text(out / "paired_tests.md") as handle:
+        handle.write(tests_markdown(tested, args.metric, reference))
+    write_json_atomic(
+        {
+            "reference": reference,
+            "metric": args.metric,
+            "n_resamples": args.resamples,
+            "seed": args.seed,
+            "alpha": args.alpha,
+            "runs": {
+                name: {
+                    "dir": str(folder),
+                    "rank": next(r["rank"] for r in rows if r["run"] == name),
+                    "counts": results[name].counts,
+                    "headline": {m: i.as_dict() for m, i in results[name].headline.items()},
+                }
+                for name, folder in args.runs
+            },
+            "tests": {
+                name: {
+                    **{k: v for k, v in asdict(t).items() if k != "rows"},
+                    "rows": paired_rows(name, reference, t),
+                }
+                for name, t in tests.items()
+            },
+            "definitions": DEFINITIONS,
+        },
+        out / "comparison.json",
+    )
+    plot_runs(results, reference, out / "runs.png")
+    significant = sum(row["significant"] for row in tested)
+    log.info(
+        "compared %d runs on %d notes against %s: best %s; %d of %d paired tests significant -> %s",
+        len(results),
+        len(ref.note_ids),
+        reference,
+        next(r["run"] for r in rows if r["rank"] == 1),
+        significant,
+        len(tested),
+        out,
+    )

@@ -1,0 +1,410 @@
+"""Per-document counts, and every evaluation ratio computed from summed counts.
+
+Each document becomes one row of integer counters (:class:`CountTable`):
+for every label and for ``ALL``, the counters in :data:`LABEL_COUNTERS`, and
+for ``ALL`` only the document flags in :data:`DOCUMENT_COUNTERS`. Column
+names are ``"<label>.<counter>"`` (``"DATE.overlap_fn"``, ``"ALL.leak_overlap"``).
+Every metric is a function of column *sums*, so the same code scores the
+whole set (one sum) and every bootstrap resample (a matrix of sums, see
+:mod:`~synthdeid.evaluation.bootstrap`).
+
+``ALL`` sums the labels for exact, overlap and token counts (matching is
+label-consistent there); detection and coverage80 are label-agnostic, so for
+``ALL`` a gold span counts as detected / found by predictions of any label,
+and per label by predictions of any label (detection) or of its own label
+(coverage80).
+
+Conventions for empty denominators (a ratio of sums, never an average of
+per-document ratios):
+
+* recall = found / gold; no gold: 1.0 (nothing could be missed).
+* precision = correct / predicted; no predictions: 1.0 if there is no gold
+  either, else 0.0 (silence on text with PHI earns no precision).
+* F1 = 2PR / (P + R); 0.0 when P + R = 0.
+* leakage over notes with PHI, with no such note: 0.0; over all notes, with
+  no note: 0.0.
+
+seqeval itself returns 0.0 for every empty denominator; the token figures
+agree with it whenever the denominators are positive.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from synthdeid.evaluation.matching import (
+    coverage_found,
+    detection_match,
+    document_entities,
+    exact_match,
+    overlap_match,
+)
+from synthdeid.labels import CANONICAL_LABELS
+from synthdeid.notes import Note, Span
+
+log = logging.getLogger(__name__)
+
+ALL = "ALL"
+
+# counted for every label and for ALL
+LABEL_COUNTERS: tuple[str, ...] = (
+    "gold",  # gold spans
+    "pred",  # predicted spans
+    "exact_tp",
+    "exact_fp",
+    "exact_fn",
+    "overlap_tp",
+    "overlap_fp",
+    "overlap_fn",
+    "detection_tp_gold",  # gold spans detected by any prediction
+    "detection_fn",  # gold spans no prediction touches
+    "detection_tp_pred",  # predictions touching any gold span
+    "detection_fp",  # predictions touching no gold span
+    "coverage80_found",  # gold spans >= 80% covered
+    "token_tp",
+    "token_pred",
+    "token_true",
+)
+# counted for ALL only: 1 per document, and 0/1 flags
+DOCUMENT_COUNTERS: tuple[str, ...] = ("documents", "has_gold", "leak_overlap", "leak_detection")
+
+# per-label ratios, in report order (safety first)
+LABEL_RATIOS: tuple[str, ...] = (
+    "detection_recall",
+    "overlap_recall",
+    "coverage80_recall",
+    "exact_recall",
+    "token_recall",
+    "detection_precision",
+    "overlap_precision",
+    "exact_precision",
+    "token_precision",
+    "detection_f1",
+    "overlap_f1",
+    "exact_f1",
+    "token_f1",
+)
+
+# headline ratios, in report order (safety first)
+HEADLINE_RATIOS: tuple[str, ...] = (
+    "leakage_overlap_all",
+    "leakage_overlap_phi",
+    "leakage_detection_all",
+    "leakage_detection_phi",
+    "detection_recall",
+    "span_overlap_recall",
+    "coverage80_recall",
+    "span_exact_recall",
+    "token_recall",
+    "detection_precision",
+    "span_overlap_precision",
+    "span_exact_precision",
+    "token_precision",
+    "detection_f1",
+    "span_overlap_f1",
+    "span_exact_f1",
+    "token_f1",
+)
+HEADLINE_COUNTS: tuple[str, ...] = (
+    "n_notes",
+    "n_notes_with_phi",
+    "n_gold_spans",
+    "n_predicted_spans",
+)
+
+DEFINITIONS: dict[str, str] = {
+    "leakage_overlap_all": "share of all notes with >=1 gold span unmatched under overlap matching (seed 000 primary safety metric)",
+    "leakage_overlap_phi": "leakage_overlap_all restricted to notes with >=1 gold span",
+    "leakage_detection_all": "share of all notes with >=1 gold span that no prediction of any label overlaps",
+    "leakage_detection_phi": "leakage_detection_all restricted to notes with >=1 gold span",
+    "detection_recall": "share of gold spans overlapped by >=1 prediction of any label (label-agnostic, not one-to-one)",
+    "detection_precision": "share of predictions overlapping >=1 gold span of any label (label-agnostic, not one-to-one)",
+    "detection_f1": "harmonic mean of detection precision and recall",
+    "span_overlap_recall": "gold spans matched / gold spans; label-consistent greedy one-to-one matching by maximum character intersection",
+    "span_overlap_precision": "matched predictions / predictions under the same overlap matching",
+    "span_overlap_f1": "harmonic mean of span overlap precision and recall",
+    "span_exact_recall": "gold spans with a prediction of the same label and identical boundaries / gold spans",
+    "span_exact_precision": "predictions with a gold span of the same label and identical boundaries / predictions",
+    "span_exact_f1": "harmonic mean of span exact precision and recall",
+    "coverage80_recall": "share of gold spans with >=80% of their characters inside the union of predictions (any label; seed 003)",
+    "token_recall": "seqeval micro recall (conlleval mode) of BIO entities over \\w+|[^\\w\\s] tokens",
+    "token_precision": "seqeval micro precision (conlleval mode) of BIO entities over \\w+|[^\\w\\s] tokens",
+    "token_f1": "seqeval micro F1 (conlleval mode) of BIO entities over \\w+|[^\\w\\s] tokens",
+    "n_notes": "notes scored",
+    "n_notes_with_phi": "notes with >=1 gold span",
+    "n_gold_spans": "gold spans",
+    "n_predicted_spans": "predicted spans",
+    "conventions": "ratios of summed counts; recall with no gold = 1; precision with no predictions = 1 if no gold else 0; F1 = 0 when P + R = 0; leakage with no notes = 0",
+}
+
+
+def column_name(label: str, counter: str) -> str:
+    return f"{label}.{counter}"
+
+
+def split_column(name: str) -> tuple[str, str]:
+    """``"DATE.overlap_fn"`` -> ``("DATE", "overlap_fn")`` (labels may hold dots)."""
+    label, _, counter = name.rpartition(".")
+    return label, counter
+
+
+def table_columns(labels: Sequence[str]) -> tuple[str, ...]:
+    """Counter columns for ``labels``: each label's counters, then ALL's, then the flags."""
+    columns = [column_name(label, c) for label in (*labels, ALL) for c in LABEL_COUNTERS]
+    columns += [column_name(ALL, c) for c in DOCUMENT_COUNTERS]
+    return tuple(columns)
+
+
+def order_labels(labels: Iterable[str]) -> tuple[str, ...]:
+    """Canonical labels first (all of them, for stable columns), then others sorted."""
+    extra = sorted(set(labels) - set(CANONICAL_LABELS) - {ALL})
+    return (*CANONICAL_LABELS, *extra)
+
+
+@dataclass(frozen=True)
+class CountTable:
+    """Integer counters, one row per document (see the module docstring)."""
+
+    note_ids: tuple[str, ...]
+    labels: tuple[str, ...]
+    values: np.ndarray  # (documents, columns), int64
+
+    def __post_init__(self) -> None:
+        expected = (len(self.note_ids), len(self.columns))
+        if self.values.shape != expected:
+            raise ValueError(f"count table has shape {self.values.shape}, expected {expected}")
+
+    @cached_property
+    def columns(self) -> tuple[str, ...]:
+        return table_columns(self.labels)
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        return {name: k for k, name in enumerate(self.columns)}
+
+    def column(self, name: str) -> np.ndarray:
+        return self.values[:, self.index[name]]
+
+    def totals(self) -> np.ndarray:
+        return self.values.sum(axis=0)
+
+    def with_labels(self, labels: Sequence[str]) -> CountTable:
+        """The same counts over ``labels`` (a superset); new labels count zero."""
+        missing = set(self.labels) - set(labels)
+        if missing:
+            raise ValueError(f"with_labels would drop labels {sorted(missing)}")
+        columns = table_columns(labels)
+        values = np.zeros((len(self.note_ids), len(columns)), dtype=np.int64)
+        for k, name in enumerate(columns):
+            if name in self.index:
+                values[:, k] = self.values[:, self.index[name]]
+        return CountTable(self.note_ids, tuple(labels), values)
+
+
+def document_counts(
+    text: str, gold: Sequence[Span], pred: Sequence[Span], index: Mapping[str, int]
+) -> np.ndarray:
+    """One document's counter row (columns as in ``index``)."""
+    row = np.zeros(len(index), dtype=np.int64)
+
+    def add(label: str, counter: str, amount: int = 1) -> None:
+        row[index[column_name(label, counter)]] += amount
+        row[index[column_name(ALL, counter)]] += amount
+
+    for span in gold:
+        add(span.label, "gold")
+    for span in pred:
+        add(span.label, "pred")
+    for scheme, outcome in (
+        ("exact", exact_match(gold, pred)),
+        ("overlap", overlap_match(gold, pred)),
+    ):
+        for span, hit in zip(outcome.gold, outcome.gold_hit, strict=True):
+            add(span.label, f"{scheme}_tp" if hit else f"{scheme}_fn")
+        for span, hit in zip(outcome.pred, outcome.pred_hit, strict=True):
+            if not hit:
+                add(span.label, f"{scheme}_fp")
+    detected = detection_match(gold, pred)
+    for span, hit in zip(detected.gold, detected.gold_hit, strict=True):
+        add(span.label, "detection_tp_gold" if hit else "detection_fn")
+    for span, hit in zip(detected.pred, detected.pred_hit, strict=True):
+        add(span.label, "detection_tp_pred" if hit else "detection_fp")
+    # coverage80: label-agnostic union for ALL, same-label union per label
+    ordered = sorted(gold)
+    row[index[column_name(ALL, "coverage80_found")]] += sum(coverage_found(ordered, pred))
+    for span, found in zip(ordered, coverage_found(ordered, pred, same_label=True), strict=True):
+        row[index[column_name(span.label, "coverage80_found")]] += found
+    true_entities, pred_entities = document_entities(text, gold, pred)
+    for label, *_ in true_entities:
+        add(label, "token_true")
+    for label, *_ in pred_entities:
+        add(label, "token_pred")
+    for label, *_ in true_entities & pred_entities:
+        add(label, "token_tp")
+    all_ = {c: row[index[column_name(ALL, c)]] for c in ("gold", "overlap_fn", "detection_fn")}
+    row[index[column_name(ALL, "documents")]] = 1
+    row[index[column_name(ALL, "has_gold")]] = int(all_["gold"] > 0)
+    row[index[column_name(ALL, "leak_overlap")]] = int(all_["overlap_fn"] > 0)
+    row[index[column_name(ALL, "leak_detection")]] = int(all_["detection_fn"] > 0)
+    return row
+
+
+def count_table(
+    gold: Sequence[Note],
+    predicted: Mapping[str, Sequence[Span]],
+    labels: Iterable[str] = (),
+) -> CountTable:
+    """Per-document counts of ``predicted`` (note_id -> spans; absent = none) against ``gold``.
+
+    The table's labels are the canonical labels, every other label of the
+    gold or predicted spans, and any extra ``labels`` (see :func:`order_labels`).
+    """
+    seen = set(labels) | {s.label for note in gold for s in note.spans}
+    seen |= {s.label for note in gold for s in predicted.get(note.note_id, ())}
+    ordered = order_labels(seen)
+    index = {name: k for k, name in enumerate(table_columns(ordered))}
+    values = np.zeros((len(gold), len(index)), dtype=np.int64)
+    for k, note in enumerate(gold):
+        values[k] = document_counts(note.text, note.spans, predicted.get(note.note_id, ()), index)
+    return CountTable(tuple(note.note_id for note in gold), ordered, values)
+
+
+def recall(found: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """found / gold; 1.0 where there is no gold."""
+    found, gold = np.asarray(found, dtype=float), np.asarray(gold, dtype=float)
+    return np.where(gold > 0, found / np.where(gold > 0, gold, 1.0), 1.0)
+
+
+def precision(correct: np.ndarray, predicted: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """correct / predicted; without predictions 1.0 if there is no gold, else 0.0."""
+    correct, predicted = np.asarray(correct, dtype=float), np.asarray(predicted, dtype=float)
+    empty = np.where(np.asarray(gold) > 0, 0.0, 1.0)
+    return np.where(predicted > 0, correct / np.where(predicted > 0, predicted, 1.0), empty)
+
+
+def f1(p: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """2PR / (P + R); 0.0 where P + R = 0."""
+    total = p + r
+    return np.where(total > 0, 2 * p * r / np.where(total > 0, total, 1.0), 0.0)
+
+
+def share(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """part / whole; 0.0 where whole = 0."""
+    part, whole = np.asarray(part, dtype=float), np.asarray(whole, dtype=float)
+    return np.where(whole > 0, part / np.where(whole > 0, whole, 1.0), 0.0)
+
+
+def label_ratios(sums: np.ndarray, index: Mapping[str, int], label: str) -> dict[str, np.ndarray]:
+    """Every ratio in :data:`LABEL_RATIOS` (plus ``support``, ``n_predicted``) for one label.
+
+    ``sums`` holds column sums on its last axis: a vector for one estimate,
+    a (resamples x columns) matrix for many.
+    """
+
+    def get(counter: str) -> np.ndarray:
+        return sums[..., index[column_name(label, counter)]]
+
+    gold, pred = get("gold"), get("pred")
+    out: dict[str, np.ndarray] = {}
+    for scheme in ("exact", "overlap"):
+        out[f"{scheme}_recall"] = recall(get(f"{scheme}_tp"), gold)
+        out[f"{scheme}_precision"] = precision(get(f"{scheme}_tp"), pred, gold)
+    out["detection_recall"] = recall(get("detection_tp_gold"), gold)
+    out["detection_precision"] = precision(get("detection_tp_pred"), pred, gold)
+    out["coverage80_recall"] = recall(get("coverage80_found"), gold)
+    token_true = get("token_true")
+    out["token_recall"] = recall(get("token_tp"), token_true)
+    out["token_precision"] = precision(get("token_tp"), get("token_pred"), token_true)
+    for scheme in ("exact", "overlap", "detection", "token"):
+        out[f"{scheme}_f1"] = f1(out[f"{scheme}_precision"], out[f"{scheme}_recall"])
+    ordered = {name: out[name] for name in LABEL_RATIOS}
+    ordered["support"] = np.asarray(gold, dtype=float)
+    ordered["n_predicted"] = np.asarray(pred, dtype=float)
+    return ordered
+
+
+def headline_ratios(sums: np.ndarray, index: Mapping[str, int]) -> dict[str, np.ndarray]:
+    """Every ratio in :data:`HEADLINE_RATIOS`, from column sums on the last axis."""
+    everything = label_ratios(sums, index, ALL)
+
+    def get(counter: str) -> np.ndarray:
+        return sums[..., index[column_name(ALL, counter)]]
+
+    out = {
+        "leakage_overlap_all": share(get("leak_overlap"), get("documents")),
+        "leakage_overlap_phi": share(get("leak_overlap"), get("has_gold")),
+        "leakage_detection_all": share(get("leak_detection"), get("documents")),
+        "leakage_detection_phi": share(get("leak_detection"), get("has_gold")),
+    }
+    for name in HEADLINE_RATIOS:
+        if name not in out:
+            out[name] = everything[name.removeprefix("span_")]
+    return {name: out[name] for name in HEADLINE_RATIOS}
+
+
+def headline_counts(sums: np.ndarray, index: Mapping[str, int]) -> dict[str, float]:
+    def get(counter: str) -> float:
+        return float(sums[index[column_name(ALL, counter)]])
+
+    return {
+        "n_notes": get("documents"),
+        "n_notes_with_phi": get("has_gold"),
+        "n_gold_spans": get("gold"),
+        "n_predicted_spans": get("pred"),
+    }
+
+
+def table_headline(table: CountTable) -> dict[str, float]:
+    """Headline figures (:data:`HEADLINE_RATIOS` and :data:`HEADLINE_COUNTS`) of a table."""
+    sums = table.totals()
+    out = {name: float(value) for name, value in headline_ratios(sums, table.index).items()}
+    out.update(headline_counts(sums, table.index))
+    return out
+
+
+def table_per_label(table: CountTable) -> dict[str, dict[str, float]]:
+    """Per-label ratios, support and predictions for every label of the table, then ALL."""
+    sums = table.totals()
+    return {
+        label: {name: float(v) for name, v in label_ratios(sums, table.index, label).items()}
+        for label in (*table.labels, ALL)
+    }
+
+
+def headline_metrics(
+    gold: Sequence[Note], predicted: Mapping[str, Sequence[Span]]
+) -> dict[str, float]:
+    """Headline figures of ``predicted`` (note_id -> spans; absent = none, extra ids ignored).
+
+    Keys: :data:`HEADLINE_RATIOS` (span exact / overlap, detection, coverage80
+    and token precision / recall / F1, the four leakage rates) and
+    :data:`HEADLINE_COUNTS`; all floats. Conventions: module docstring.
+    """
+    return table_headline(count_table(gold, predicted))
+
+
+def per_label_metrics(
+    gold: Sequence[Note],
+    predicted: Mapping[str, Sequence[Span]],
+    labels: Sequence[str] | None = None,
+) -> dict[str, dict[str, float]]:
+    """Per-label precision / recall / F1 (overlap, exact, detection, token), support.
+
+    Keys are the labels with gold support or predictions (or ``labels`` when
+    given), then ``ALL``; each value maps :data:`LABEL_RATIOS`, ``support``
+    (gold spans) and ``n_predicted`` to floats.
+    """
+    table = count_table(gold, predicted, labels or ())
+    result = table_per_label(table)
+    if labels is None:
+        wanted = [
+            lab for lab in table.labels if result[lab]["support"] or result[lab]["n_predicted"]
+        ]
+    else:
+        wanted = list(labels)
+    return {label: result[label] for label in (*wanted, ALL)}

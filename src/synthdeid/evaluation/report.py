@@ -1,0 +1,278 @@
+"""Writing an evaluation: metrics.json / .md / .csv, per_document.parquet, a figure.
+
+``per_document.parquet`` keeps every counter of every document (explicit
+schema, provenance in the metadata), so runs can be re-scored and compared
+later (``compare-ner``) without the predictions. Every file is written
+atomically.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from synthdeid.artifacts import (
+    atomic_path,
+    atomic_text,
+    read_parquet_with_provenance,
+    write_json_atomic,
+    write_parquet_atomic,
+)
+from synthdeid.errors import InputError
+from synthdeid.evaluation.bootstrap import BootstrapResult, Interval
+from synthdeid.evaluation.metrics import (
+    ALL,
+    DEFINITIONS,
+    HEADLINE_RATIOS,
+    LABEL_RATIOS,
+    CountTable,
+    split_column,
+    table_columns,
+)
+
+METRICS_JSON = "metrics.json"
+METRICS_MD = "metrics.md"
+METRICS_CSV = "metrics.csv"
+PER_DOCUMENT = "per_document.parquet"
+RECALL_FIGURE = "per_label_recall.png"
+OUTPUTS: tuple[str, ...] = (METRICS_JSON, METRICS_MD, METRICS_CSV, PER_DOCUMENT, RECALL_FIGURE)
+
+# per-label columns of the Markdown table (safety first)
+MD_LABEL_RATIOS: tuple[str, ...] = (
+    "detection_recall",
+    "overlap_recall",
+    "exact_recall",
+    "overlap_precision",
+    "overlap_f1",
+    "exact_f1",
+)
+
+
+def per_document_schema(labels: Sequence[str]) -> pa.Schema:
+    fields = [pa.field("note_id", pa.string(), nullable=False)]
+    fields += [pa.field(name, pa.int32(), nullable=False) for name in table_columns(labels)]
+    return pa.schema(fields)
+
+
+def per_document_table(table: CountTable) -> pa.Table:
+    schema = per_document_schema(table.labels)
+    arrays = [pa.array(table.note_ids, pa.string())]
+    arrays += [pa.array(table.values[:, k], pa.int32()) for k in range(table.values.shape[1])]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def read_per_document(path: str | Path) -> CountTable:
+    """Read a ``per_document.parquet`` written by ``evaluate-ner`` back into counts."""
+    arrow, _ = read_parquet_with_provenance(path)
+    if "note_id" not in arrow.column_names:
+        raise InputError(path, None, "not a per-document table: no note_id column")
+    labels = tuple(
+        dict.fromkeys(
+            label for label, _ in map(split_column, arrow.column_names) if label and label != ALL
+        )
+    )
+    expected = table_columns(labels)
+    missing = [name for name in expected if name not in arrow.column_names]
+    if missing:
+        raise InputError(
+            path,
+            None,
+            f"not a per-document table from evaluate-ner: missing columns {missing[:5]}",
+            "re-run evaluate-ner with this version",
+        )
+    values = np.column_stack(
+        [arrow.column(name).to_numpy().astype(np.int64) for name in expected]
+    ).reshape(arrow.num_rows, len(expected))
+    note_ids = tuple(arrow.column("note_id").to_pylist())
+    return CountTable(note_ids, labels, values)
+
+
+def reported_labels(result: BootstrapResult) -> list[str]:
+    """Labels with gold support or predictions, then ALL."""
+    labels = [
+        lab
+        for lab in result.per_label
+        if lab != ALL and (result.support[lab] or result.predicted[lab])
+    ]
+    return [*labels, ALL]
+
+
+def metrics_document(
+    run: str, result: BootstrapResult, provenance: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    per_label = {}
+    for label in reported_labels(result):
+        entry: dict[str, Any] = {
+            name: result.per_label[label][name].as_dict() for name in LABEL_RATIOS
+        }
+        entry["support"] = result.support[label]
+        entry["n_predicted"] = result.predicted[label]
+        per_label[label] = entry
+    return {
+        "run": run,
+        "headline": {name: result.headline[name].as_dict() for name in HEADLINE_RATIOS},
+        "counts": {name: int(value) for name, value in result.counts.items()},
+        "per_label": per_label,
+        "definitions": DEFINITIONS,
+        "bootstrap": {
+            "n_resamples": result.n_resamples,
+            "seed": result.seed,
+            "unit": "document, resampled with replacement",
+            "interval": "95% percentile",
+        },
+        "provenance": provenance or {},
+    }
+
+
+def format_interval(interval: Interval) -> str:
+    return f"{interval.estimate:.3f} [{interval.lo:.3f}, {interval.hi:.3f}]"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """A Markdown table; ``|`` inside cells is escaped."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+    return [line(header), "|" + "---|" * len(header), *(line(row) for row in rows)]
+
+
+def metrics_markdown(run: str, result: BootstrapResult) -> str:
+    counts = result.counts
+    lines = [
+        f"# NER evaluation: {run}",
+        "",
+        f"{int(counts['n_notes'])} notes ({int(counts['n_notes_with_phi'])} with PHI), "
+        f"{int(counts['n_gold_spans'])} gold spans, {int(counts['n_predicted_spans'])} "
+        f"predicted spans. Intervals: 95% percentile bootstrap over documents "
+        f"({result.n_resamples} resamples, seed {result.seed}).",
+        "",
+        "## Headline (safety first)",
+        "",
+    ]
+    lines += markdown_table(
+        ["metric", "estimate [95% CI]", "definition"],
+        [
+            [name, format_interval(result.headline[name]), DEFINITIONS[name]]
+            for name in HEADLINE_RATIOS
+        ],
+    )
+    lines += ["", "## Per label", ""]
+    lines += markdown_table(
+        ["label", "support", "predicted", *MD_LABEL_RATIOS],
+        [
+            [
+                label,
+                str(result.support[label]),
+                str(result.predicted[label]),
+                *(format_interval(result.per_label[label][name]) for name in MD_LABEL_RATIOS),
+            ]
+            for label in reported_labels(result)
+        ],
+    )
+    lines += ["", f"Conventions: {DEFINITIONS['conventions']}.", ""]
+    return "\n".join(lines)
+
+
+def metrics_rows(result: BootstrapResult) -> list[dict[str, Any]]:
+    """Long table: one row per (scope, label, metric)."""
+    rows: list[dict[str, Any]] = []
+    for name in HEADLINE_RATIOS:
+        rows.append(
+            {"scope": "headline", "label": ALL, "metric": name, **result.headline[name].as_dict()}
+        )
+    for label in reported_labels(result):
+        for name in LABEL_RATIOS:
+            rows.append(
+                {
+                    "scope": "label",
+                    "label": label,
+                    "metric": name,
+                    **result.per_label[label][name].as_dict(),
+                    "support": result.support[label],
+                    "n_predicted": result.predicted[label],
+                }
+            )
+    return rows
+
+
+def write_csv(rows: Sequence[dict[str, Any]], fields: Sequence[str], path: Path) -> None:
+    with atomic_text(path) as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(fields), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def error_bars(intervals: Sequence[Interval]) -> np.ndarray:
+    """Matplotlib ``yerr`` (2 x n) from intervals, never negative."""
+    lower = [max(0.0, i.estimate - i.lo) for i in intervals]
+    upper = [max(0.0, i.hi - i.estimate) for i in intervals]
+    return np.array([lower, upper])
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    plt = pyplot()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=120)
+    plt.close(fig)
+
+
+def plot_per_label_recall(result: BootstrapResult, path: Path, title: str) -> None:
+    plt = pyplot()
+    labels = [lab for lab in reported_labels(result) if result.support[lab]] or [ALL]
+    intervals = [result.per_label[lab]["overlap_recall"] for lab in labels]
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(labels) + 1.5), 3.8))
+    positions = np.arange(len(labels))
+    ax.errorbar(
+        positions,
+        [i.estimate for i in intervals],
+        yerr=error_bars(intervals),
+        fmt="o",
+        capsize=4,
+        color="#1f4e79",
+    )
+    ax.set_xticks(positions, [f"{lab}\n(n={result.support[lab]})" for lab in labels], fontsize=8)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylabel("span overlap recall")
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def write_report(
+    out_dir: Path,
+    run: str,
+    table: CountTable,
+    result: BootstrapResult,
+    provenance: dict[str, Any] | None = None,
+) -> dict[str, Path]:
+    """Write every output of ``evaluate-ner`` into ``out_dir``; return their paths."""
+    paths = {name: out_dir / name for name in OUTPUTS}
+    write_parquet_atomic(per_document_table(table), paths[PER_DOCUMENT], provenance)
+    write_json_atomic(metrics_document(run, result, provenance), paths[METRICS_JSON])
+    with atomic_text(paths[METRICS_MD]) as handle:
+        handle.write(metrics_markdown(run, result))
+    write_csv(
+        metrics_rows(result),
+        ["scope", "label", "metric", "estimate", "ci_lo", "ci_hi", "support", "n_predicted"],
+        paths[METRICS_CSV],
+    )
+    plot_per_label_recall(
+        result, paths[RECALL_FIGURE], f"{run}: span overlap recall per label (95% CI)"
+    )
+    return paths

@@ -1,0 +1,1 @@
+"""Token-classification de-identification models: mixtures, training, inference."""

@@ -1,0 +1,115 @@
+"""From window tag probabilities back to labelled character spans of a note.
+
+Two steps:
+
+1. :func:`merge_windows` gives every note token one probability vector. A
+   token seen by several overlapping windows keeps the vector of the window
+   that was most confident about it (highest maximum probability).
+2. :func:`decode_spans` turns tokens into spans. A token is PHI when the
+   probability of ``O`` is below ``o_threshold`` (0.5 is plain argmax for two
+   classes; a higher threshold trades precision for recall, and the operating
+   point picks it on validation notes). Its label is the label with the most
+   B+I probability. Consecutive PHI tokens with the same label form one span
+   unless a token prefers ``B`` over ``I`` at the start of a new word (BIO
+   boundaries between adjacent entities, never inside a word). Spans are then
+   snapped outwards to whole words, so a name split into sub-words is never
+   left half-redacted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from synthdeid.notes import Span
+
+
+def merge_windows(
+    n_tokens: int,
+    token_starts: Sequence[int],
+    window_probs: Sequence[np.ndarray],
+    n_tags: int,
+) -> np.ndarray:
+    """Per-token probabilities (n_tokens, n_tags) from overlapping windows.
+
+    ``window_probs[i]`` holds the content tokens of window ``i`` (special
+    tokens already removed), starting at note token ``token_starts[i]``.
+    """
+    merged = np.zeros((n_tokens, n_tags), dtype=np.float32)
+    best = np.full(n_tokens, -1.0, dtype=np.float32)
+    for start, probs in zip(token_starts, window_probs, strict=True):
+        stop = start + probs.shape[0]
+        confidence = probs.max(axis=1)
+        better = confidence > best[start:stop]
+        rows = np.nonzero(better)[0]
+        merged[start + rows] = probs[rows]
+        best[start + rows] = confidence[rows]
+    if n_tokens and (best < 0).any():
+        raise ValueError("merge_windows: some tokens are covered by no window")
+    return merged
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum()
+
+
+def snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
+    """Widen [start, end) so that it does not cut a word (letters and digits) in two."""
+    while start > 0 and _is_word_char(text[start - 1]) and _is_word_char(text[start]):
+        start -= 1
+    while end < len(text) and _is_word_char(text[end]) and _is_word_char(text[end - 1]):
+        end += 1
+    return start, end
+
+
+def decode_spans(
+    probs: np.ndarray,
+    offsets: np.ndarray,
+    text: str,
+    labels: Sequence[str],
+    *,
+    o_threshold: float = 0.5,
+) -> list[Span]:
+    """Labelled, non-overlapping character spans from per-token probabilities.
+
+    ``probs`` columns follow :func:`synthdeid.ner.tagging.tag_names`:
+    O, B-labels[0], I-labels[0], B-labels[1], ...
+    """
+    if probs.shape[0] == 0:
+        return []
+    begin = probs[:, 1::2]
+    inside = probs[:, 2::2]
+    is_phi = probs[:, 0] < o_threshold
+    label_ids = (begin + inside).argmax(axis=1)
+    prefers_begin = (
+        begin[np.arange(len(label_ids)), label_ids] > inside[np.arange(len(label_ids)), label_ids]
+    )
+
+    raw: list[tuple[int, int, int]] = []  # (start, end, label id)
+    for token in np.nonzero(is_phi)[0]:
+        start, end = int(offsets[token, 0]), int(offsets[token, 1])
+        label = int(label_ids[token])
+        if raw:
+            prev_start, prev_end, prev_label = raw[-1]
+            contiguous = token > 0 and is_phi[token - 1]
+            same_word = start == prev_end and start > 0 and _is_word_char(text[start - 1])
+            new_entity = bool(prefers_begin[token]) and not same_word
+            if contiguous and (same_word or (prev_label == label and not new_entity)):
+                raw[-1] = (prev_start, end, prev_label)
+                continue
+        raw.append((start, end, label))
+
+    spans: list[Span] = []
+    for start, end, label in raw:
+        start, end = snap_to_words(text, start, end)
+        if spans and start < spans[-1].end:
+            # snapping joined two spans inside one word: keep one span over both
+            previous = spans.pop()
+            start = previous.start
+            end = max(end, previous.end)
+            label_name = previous.label
+        else:
+            label_name = labels[label]
+        spans.append(Span(start, end, label_name))
+    return spans

@@ -1,0 +1,123 @@
+"""Build a de-identification training mixture: real train notes plus labelled pools.
+
+Reads the split notes table (its ``train`` part is the real data) and any
+number of pools (``--pool NAME=PATH``, each a notes table; ``--pool-parts``
+keeps only pool notes of those split parts, e.g. the surrogates of the seed
+part), builds the mixture the ``--spec`` JSON describes (see
+:mod:`synthdeid.ner.mixtures`) and writes the train part (notes plus ``pool`` and ``copies``), the real-only validation
+part and a summary with provenance. Nothing is written unless all inputs read
+and the mixture builds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from synthdeid.artifacts import make_provenance, write_json_atomic
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.ner.mixtures import MixtureSpec, build_mixture, check_pool_name, write_mixture
+from synthdeid.notes import Note, read_notes, write_notes
+
+log = logging.getLogger(__name__)
+
+
+def parse_pools(values: list[str] | None) -> dict[str, Path]:
+    """``NAME=PATH`` arguments -> pool name -> path; duplicate or bad names are errors."""
+    pools: dict[str, Path] = {}
+    for value in values or []:
+        name, sep, path = value.partition("=")
+        if not sep or not path:
+            raise ConfigError(f"--pool {value!r}: expected NAME=PATH")
+        check_pool_name(name)
+        if name in pools:
+            raise ConfigError(f"--pool {name!r} is given twice")
+        pools[name] = Path(path)
+    return pools
+
+
+def select_parts(notes: list[Note], parts: list[str] | None) -> list[Note]:
+    """The pool notes whose ``split`` is one of ``parts`` (all notes when ``parts`` is None)."""
+    if parts is None:
+        return notes
+    wanted = set(parts)
+    return [n for n in notes if n.split in wanted]
+
+
+def parse_spec(text: str) -> MixtureSpec:
+    try:
+        mapping: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"--spec is not valid JSON: {exc}") from None
+    return MixtureSpec.from_mapping(mapping)
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--notes", required=True, type=Path, help="split notes table; its train part is real"
+    )
+    parser.add_argument(
+        "--pool",
+        action="append",
+        metavar="NAME=PATH",
+        help="a labelled pool (notes table) to draw from; repeatable",
+    )
+    parser.add_argument(
+        "--pool-parts",
+        nargs="+",
+        metavar="PART",
+        help="use only pool notes whose split is one of these parts (default: all)",
+    )
+    parser.add_argument(
+        "--spec", required=True, help="the mixture as a JSON object (regime, seed, fractions)"
+    )
+    parser.add_argument("--out-train", required=True, type=Path, help="train mixture (Parquet)")
+    parser.add_argument(
+        "--out-validation", required=True, type=Path, help="real validation notes (Parquet)"
+    )
+    parser.add_argument("--summary", required=True, type=Path, help="summary JSON")
+
+
+def run(args: argparse.Namespace) -> None:
+    spec = parse_spec(args.spec)
+    pool_paths = parse_pools(args.pool)
+    real_notes = read_notes(args.notes)
+    if not any(n.split == "train" for n in real_notes):
+        raise InputError(
+            args.notes, None, "no note has split 'train'", "pass the output of the split stage"
+        )
+    pools: dict[str, list[Note]] = {}
+    for name, path in pool_paths.items():
+        notes = read_notes(path)
+        pools[name] = select_parts(notes, args.pool_parts)
+        if not pools[name]:
+            log.warning(
+                "pool %r: none of its %d notes is in parts %s", name, len(notes), args.pool_parts
+            )
+    mixture = build_mixture(real_notes, pools, spec)
+    provenance = make_provenance(
+        "build-mixture",
+        {"spec": asdict(spec), "pools": sorted(pool_paths), "pool_parts": args.pool_parts},
+        {"notes": args.notes, **{f"pool:{name}": path for name, path in pool_paths.items()}},
+    )
+    write_mixture(mixture.train, args.out_train, provenance)
+    write_notes(mixture.validation, args.out_validation, provenance)
+    write_json_atomic({"summary": mixture.summary, "provenance": provenance}, args.summary)
+    s = mixture.summary
+    log.info(
+        "mixture %s (seed %d): %d train examples in %d unique notes (%d real, %d synthetic = "
+        "%.1f%%); %d validation notes from %d patients",
+        s["regime"],
+        s["seed"],
+        s["n_train_total"],
+        s["n_train_unique"],
+        s["n_real"],
+        s["n_synthetic"],
+        s["realized_synthetic_percent"],
+        s["n_validation_notes"],
+        s["n_validation_patients"],
+    )

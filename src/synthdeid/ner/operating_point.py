@@ -1,0 +1,95 @@
+"""Choosing the decision threshold on the ``O`` class on validation notes.
+
+De-identification is judged on what it misses, so the threshold is set for
+recall, not left at argmax. Two rules, both evaluated over a grid of
+thresholds on the validation part (real notes never used for training):
+
+``recall``
+    the smallest threshold whose label-agnostic detection recall reaches
+    ``target_recall`` (the most precise model that still reaches it); when no
+    threshold reaches it, the one with the highest recall.
+``leakage``
+    the threshold with the lowest document-level leakage among those whose
+    detection precision is at least ``precision_floor``; ties go to the higher
+    span-overlap F1. When none meets the floor, the most precise threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from synthdeid.errors import ConfigError
+from synthdeid.evaluation.metrics import headline_metrics
+from synthdeid.notes import Note, Span
+
+DEFAULT_GRID: tuple[float, ...] = (
+    0.5,
+    0.6,
+    0.7,
+    0.8,
+    0.85,
+    0.9,
+    0.93,
+    0.95,
+    0.97,
+    0.98,
+    0.99,
+    0.995,
+    0.999,
+)
+MODES = ("recall", "leakage", "argmax")
+
+
+@dataclass(frozen=True)
+class OperatingPointRule:
+    mode: str = "recall"
+    target_recall: float = 0.97
+    precision_floor: float = 0.8
+    grid: tuple[float, ...] = DEFAULT_GRID
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> OperatingPointRule:
+        rule = cls(
+            mode=str(data.get("mode", cls.mode)),
+            target_recall=float(data.get("target_recall", cls.target_recall)),
+            precision_floor=float(data.get("precision_floor", cls.precision_floor)),
+            grid=tuple(float(t) for t in data.get("grid", DEFAULT_GRID)),
+        )
+        if rule.mode not in MODES:
+            raise ConfigError(f"ner.operating_point.mode: {rule.mode!r} is not one of {MODES}")
+        if not rule.grid or any(not 0.0 < t < 1.0 for t in rule.grid):
+            raise ConfigError("ner.operating_point.grid: thresholds must lie in (0, 1)")
+        return rule
+
+
+def sweep(
+    gold: Sequence[Note],
+    decode: Callable[[float], Mapping[str, Sequence[Span]]],
+    grid: Sequence[float],
+) -> list[dict[str, float]]:
+    """Validation metrics at every threshold of the grid (ascending)."""
+    rows = []
+    for threshold in sorted(set(grid)):
+        metrics = headline_metrics(gold, decode(threshold))
+        rows.append({"o_threshold": threshold, **metrics})
+    return rows
+
+
+def choose(rows: Sequence[dict[str, float]], rule: OperatingPointRule) -> dict[str, float]:
+    """The row of the sweep that the rule selects."""
+    if rule.mode == "argmax":
+        return min(rows, key=lambda r: abs(r["o_threshold"] - 0.5))
+    if rule.mode == "recall":
+        reaching = [r for r in rows if r["detection_recall"] >= rule.target_recall]
+        if reaching:
+            return min(reaching, key=lambda r: r["o_threshold"])
+        return max(rows, key=lambda r: (r["detection_recall"], -r["o_threshold"]))
+    precise = [r for r in rows if r["detection_precision"] >= rule.precision_floor]
+    if precise:
+        return min(
+            precise,
+            key=lambda r: (r["leakage_overlap_all"], -r["span_overlap_f1"], r["o_threshold"]),
+        )
+    return max(rows, key=lambda r: (r["detection_precision"], -r["o_threshold"]))

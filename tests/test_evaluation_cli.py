@@ -1,0 +1,251 @@
+"""Tests for `synthdeid evaluate-ner` and `synthdeid compare-ner` on tiny made-up tables."""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from synthdeid.cli import main
+from synthdeid.evaluation.metrics import count_table
+from synthdeid.evaluation.report import OUTPUTS, read_per_document
+from synthdeid.notes import Note, Span, write_notes
+
+TEXT_A = "Seen by Dr Quill today."
+TEXT_B = "Patient Vera Moss came in."
+TEXT_C = "Visit 3/14, call 555-0100."
+TEXT_D = "No identifiers in this note."
+TEXT_T = "Train note for Dr Quill."
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """main() reconfigures the root logger; undo it so later tests log normally."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    for handler in root.handlers:
+        if handler not in handlers:
+            handler.close()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.captureWarnings(False)
+
+
+def span(text: str, surface: str, label: str) -> Span:
+    start = text.index(surface)
+    return Span(start, start + len(surface), label)
+
+
+def gold_notes() -> list[Note]:
+    return [
+        Note("a", "p1", TEXT_A, (span(TEXT_A, "Quill", "DOCTOR"),), "unit", "holdout"),
+        Note("b", "p2", TEXT_B, (span(TEXT_B, "Vera Moss", "PATIENT"),), "unit", "holdout"),
+        Note(
+            "c",
+            "p3",
+            TEXT_C,
+            (span(TEXT_C, "3/14", "DATE"), span(TEXT_C, "555-0100", "PHONE")),
+            "unit",
+            "holdout",
+        ),
+        Note("d", "p4", TEXT_D, (), "unit", "holdout"),
+        Note("t", "p5", TEXT_T, (span(TEXT_T, "Quill", "DOCTOR"),), "unit", "train"),
+    ]
+
+
+def predictions(gold: list[Note], spans: dict[str, tuple[Span, ...]]) -> list[Note]:
+    return [replace(note, spans=spans.get(note.note_id, ())) for note in gold]
+
+
+def weak_predictions() -> dict[str, tuple[Span, ...]]:
+    return {
+        "a": (span(TEXT_A, "Quill", "DOCTOR"),),
+        "b": (span(TEXT_B, "Moss", "PATIENT"),),  # overlap hit, exact miss
+        "c": (span(TEXT_C, "3/14", "DATE"),),  # the phone number leaks
+    }
+
+
+@pytest.fixture
+def tables(tmp_path: Path) -> dict[str, Path]:
+    gold = gold_notes()
+    holdout = [n for n in gold if n.split == "holdout"]
+    paths = {
+        "gold": tmp_path / "gold.parquet",
+        "weak": tmp_path / "weak.parquet",
+        "perfect": tmp_path / "perfect.parquet",
+    }
+    write_notes(gold, paths["gold"])
+    write_notes(predictions(holdout, weak_predictions()), paths["weak"])
+    write_notes(predictions(gold, {n.note_id: n.spans for n in gold}), paths["perfect"])
+    return paths
+
+
+def evaluate(gold: Path, preds: Path, out: Path, *extra: str) -> int:
+    return main(
+        [
+            "evaluate-ner",
+            "--gold",
+            str(gold),
+            "--predictions",
+            str(preds),
+            "--run",
+            preds.stem,
+            "--out-dir",
+            str(out),
+            "--resamples",
+            "200",
+            *extra,
+        ]
+    )
+
+
+def test_evaluate_end_to_end(tables: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "eval_weak"
+    assert evaluate(tables["gold"], tables["weak"], out) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUTS)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["run"] == "weak"
+    assert metrics["counts"] == {
+        "n_notes": 4,  # the train note is not scored
+        "n_notes_with_phi": 3,
+        "n_gold_spans": 4,
+        "n_predicted_spans": 3,
+    }
+    headline = metrics["headline"]
+    assert headline["leakage_overlap_all"]["estimate"] == pytest.approx(1 / 4)
+    assert headline["leakage_overlap_phi"]["estimate"] == pytest.approx(1 / 3)
+    assert headline["span_overlap_recall"]["estimate"] == pytest.approx(3 / 4)
+    assert headline["span_exact_recall"]["estimate"] == pytest.approx(2 / 4)
+    assert headline["span_overlap_precision"]["estimate"] == 1.0
+    for interval in headline.values():
+        assert interval["ci_lo"] <= interval["estimate"] <= interval["ci_hi"]
+    assert metrics["per_label"]["PHONE"]["overlap_recall"]["estimate"] == 0.0
+    assert metrics["per_label"]["PHONE"]["support"] == 1
+    assert "HOSPITAL" not in metrics["per_label"]  # no support, no predictions
+    assert metrics["bootstrap"]["n_resamples"] == 200
+    assert metrics["bootstrap"]["seed"] == 42
+    assert set(metrics["definitions"]) >= set(headline)
+    assert metrics["provenance"]["params"]["parts"] == ["holdout"]
+    markdown = (out / "metrics.md").read_text()
+    assert markdown.index("leakage_overlap_all") < markdown.index("span_overlap_f1")
+    with (out / "metrics.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert rows[0]["metric"] == "leakage_overlap_all"
+    assert {r["label"] for r in rows if r["scope"] == "label"} == {
+        "DOCTOR",
+        "PATIENT",
+        "DATE",
+        "PHONE",
+        "ALL",
+    }
+    per_document = pq.read_table(out / "per_document.parquet")
+    assert per_document.schema.field("note_id").type == pa.string()
+    assert all(f.type == pa.int32() for f in per_document.schema if f.name != "note_id")
+    assert per_document.column("note_id").to_pylist() == ["a", "b", "c", "d"]
+    assert per_document.column("ALL.leak_overlap").to_pylist() == [0, 0, 1, 0]
+    holdout = [n for n in gold_notes() if n.split == "holdout"]
+    expected = count_table(holdout, weak_predictions())
+    stored = read_per_document(out / "per_document.parquet")
+    assert stored.note_ids == expected.note_ids
+    assert (stored.values == expected.values).all()
+    assert (out / "per_label_recall.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_evaluate_several_parts(tables: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "eval_perfect"
+    assert evaluate(tables["gold"], tables["perfect"], out, "--parts", "holdout,train") == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["counts"]["n_notes"] == 5
+    assert metrics["headline"]["span_exact_f1"]["estimate"] == 1.0
+    assert metrics["headline"]["leakage_overlap_all"] == {
+        "estimate": 0.0,
+        "ci_lo": 0.0,
+        "ci_hi": 0.0,
+    }
+
+
+def test_missing_prediction_note_fails_without_outputs(
+    tables: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "eval_missing"
+    # the weak predictions have no row for the train note "t"
+    code = evaluate(tables["gold"], tables["weak"], out, "--parts", "holdout", "--parts", "train")
+    assert code == 2
+    assert not out.exists() or not any(out.iterdir())
+    error = capsys.readouterr().err
+    assert "weak.parquet" in error
+    assert "first missing note ids: ['t']" in error
+
+
+def test_unknown_part_fails(tables: dict[str, Path], tmp_path: Path) -> None:
+    out = tmp_path / "eval_none"
+    assert evaluate(tables["gold"], tables["weak"], out, "--parts", "validation") == 2
+    assert not out.exists()
+
+
+def test_predicted_text_must_match(tables: dict[str, Path], tmp_path: Path) -> None:
+    holdout = [n for n in gold_notes() if n.split == "holdout"]
+    changed = [replace(n, text=n.text.upper()) if n.note_id == "d" else n for n in holdout]
+    path = tmp_path / "changed.parquet"
+    write_notes(changed, path)
+    assert evaluate(tables["gold"], path, tmp_path / "eval_changed") == 2
+
+
+def compare(out: Path, *runs: str, reference: str | None = None) -> int:
+    argv = ["compare-ner", "--out-dir", str(out), "--resamples", "200"]
+    for run in runs:
+        argv += ["--run", run]
+    if reference:
+        argv += ["--reference", reference]
+    return main(argv)
+
+
+def test_compare_runs(tables: dict[str, Path], tmp_path: Path) -> None:
+    evaluate(tables["gold"], tables["weak"], tmp_path / "weak")
+    evaluate(tables["gold"], tables["perfect"], tmp_path / "perfect")
+    out = tmp_path / "compare"
+    code = compare(
+        out, f"weak={tmp_path / 'weak'}", f"perfect={tmp_path / 'perfect'}", reference="weak"
+    )
+    assert code == 0
+    names = {"runs.csv", "runs.md", "paired_tests.csv", "paired_tests.md", "comparison.json"}
+    assert names | {"runs.png"} == {p.name for p in out.iterdir()}
+    with (out / "runs.csv").open() as handle:
+        runs = {row["run"]: row for row in csv.DictReader(handle)}
+    assert runs["perfect"]["rank"] == "1"
+    assert float(runs["weak"]["leakage_overlap_all"]) == pytest.approx(0.25)
+    with (out / "paired_tests.csv").open() as handle:
+        tests = {row["label"]: row for row in csv.DictReader(handle)}
+    assert set(tests) == {"DOCTOR", "PATIENT", "DATE", "PHONE", "ALL"}
+    assert float(tests["PHONE"]["diff"]) == 1.0
+    assert float(tests["DOCTOR"]["p"]) == 1.0
+    assert tests["ALL"]["m"] == "4"
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["reference"] == "weak"
+    assert comparison["tests"]["perfect"]["m"] == 4
+
+
+def test_compare_single_run(tables: dict[str, Path], tmp_path: Path) -> None:
+    evaluate(tables["gold"], tables["weak"], tmp_path / "weak")
+    out = tmp_path / "single"
+    assert compare(out, f"weak={tmp_path / 'weak'}") == 0
+    with (out / "paired_tests.csv").open() as handle:
+        assert list(csv.DictReader(handle)) == []
+    assert (out / "runs.png").is_file()
+    assert "single run" in (out / "paired_tests.md").read_text()
+
+
+def test_compare_refuses_runs_on_other_documents(tables: dict[str, Path], tmp_path: Path) -> None:
+    evaluate(tables["gold"], tables["weak"], tmp_path / "weak")
+    evaluate(tables["gold"], tables["perfect"], tmp_path / "both", "--parts", "holdout,train")
+    out = tmp_path / "bad"
+    assert compare(out, f"weak={tmp_path / 'weak'}", f"both={tmp_path / 'both'}") == 2
+    assert not out.exists()

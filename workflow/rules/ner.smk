@@ -1,0 +1,163 @@
+rule build_mixture:
+    """Draw one run's training mixture: real train notes plus its labelled pools (seed 000 2.5).
+
+    input:  split notes.parquet, the run's pools
+    output: train.parquet (notes + pool + copies), validation.parquet (real
+            patients held out), summary.json (realized sizes, seed 000 Table 2)
+    """
+    input:
+        unpack(pool_files),
+        notes=rules.split_notes.output.notes,
+    output:
+        train="results/build_mixture/{corpus}/{run}/train.parquet",
+        validation="results/build_mixture/{corpus}/{run}/validation.parquet",
+        summary="results/build_mixture/{corpus}/{run}/summary.json",
+    log:
+        "logs/build_mixture/{corpus}/{run}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        spec=mixture_spec,
+        pools=pool_arguments,
+        pool_parts=pool_parts,
+    shell:
+        "synthdeid --log {log:q} build-mixture --notes {input.notes:q} {params.pools}"
+        " --pool-parts {params.pool_parts:q} --spec {params.spec:q}"
+        " --out-train {output.train:q} --out-validation {output.validation:q}"
+        " --summary {output.summary:q}"
+
+
+rule train_ner:
+    """Fine-tune a token-classification de-identification model on one run's mixture.
+
+    GPU rule: on SLURM it asks for one GPU (resources gpu=1); on a CPU it uses
+    the rule's threads. Output: a Hugging Face model directory (weights,
+    tokenizer, synthdeid_ner.json with the operating point, training history,
+    model card).
+    """
+    input:
+        train=rules.build_mixture.output.train,
+        validation=rules.build_mixture.output.validation,
+        summary=rules.build_mixture.output.summary,
+    output:
+        model=directory("results/train_ner/{corpus}/{run}/model"),
+    log:
+        "logs/train_ner/{corpus}/{run}.log",
+    benchmark:
+        "benchmarks/train_ner/{corpus}/{run}.tsv"
+    conda:
+        "../../envs/gpu.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=16000,
+        runtime=240,
+    params:
+        settings=training_settings,
+    shell:
+        "synthdeid --log {log:q} train-ner --train {input.train:q}"
+        " --validation {input.validation:q} --mixture-summary {input.summary:q}"
+        " --config {params.settings:q} --run {wildcards.run:q} --out-dir {output.model:q}"
+        " --threads {threads}"
+
+
+rule predict_ner:
+    """De-identify the evaluation notes with one run's model (CPU, length-bucketed batches).
+
+    output: predictions.parquet (original text, predicted spans),
+            deidentified.parquet (redacted or surrogate text), summary.json (notes/s)
+    """
+    input:
+        model=rules.train_ner.output.model,
+        notes=rules.split_notes.output.notes,
+    output:
+        predictions="results/predict_ner/{corpus}/{run}/predictions.parquet",
+        deidentified="results/predict_ner/{corpus}/{run}/deidentified.parquet",
+        summary="results/predict_ner/{corpus}/{run}/summary.json",
+    log:
+        "logs/predict_ner/{corpus}/{run}.log",
+    benchmark:
+        "benchmarks/predict_ner/{corpus}/{run}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    threads: 2
+    params:
+        parts=config["ner"]["deid"]["parts"],
+        mode=config["ner"]["deid"]["mode"],
+        quantize="--quantize" if config["ner"]["deid"]["quantize"] else "",
+        batch_size=config["ner"]["deid"]["batch_size"],
+        key_file=config["surrogate"]["key_file"] or "",
+    shell:
+        "synthdeid --log {log:q} deid --model {input.model:q} --notes {input.notes:q}"
+        " --parts {params.parts:q} --out {output.predictions:q}"
+        " --out-deidentified {output.deidentified:q} --summary {output.summary:q}"
+        " --mode {params.mode} {params.quantize} --batch-size {params.batch_size}"
+        " --key-file={params.key_file:q} --device cpu --threads {threads}"
+
+
+rule evaluate_ner:
+    """Score one run's predictions against the gold spans (seed 000 and seed 003 metrics).
+
+    Safety first: document-level leakage and detection recall, then span
+    exact / overlap / token P-R-F1, 80%-coverage recall and per-label figures,
+    each with a document-level bootstrap 95% CI.
+    """
+    input:
+        gold=rules.split_notes.output.notes,
+        predictions=rules.predict_ner.output.predictions,
+    output:
+        metrics="results/evaluate_ner/{corpus}/{run}/metrics.json",
+        table="results/evaluate_ner/{corpus}/{run}/metrics.md",
+        csv="results/evaluate_ner/{corpus}/{run}/metrics.csv",
+        per_document="results/evaluate_ner/{corpus}/{run}/per_document.parquet",
+        figure=report(
+            "results/evaluate_ner/{corpus}/{run}/per_label_recall.png",
+            caption="../report/per_label_recall.rst",
+            category="De-identification",
+            subcategory="{run}",
+        ),
+    log:
+        "logs/evaluate_ner/{corpus}/{run}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        parts=config["ner"]["deid"]["parts"],
+        resamples=config["ner"]["evaluation"]["resamples"],
+        seed=config["ner"]["evaluation"]["seed"],
+    shell:
+        "synthdeid --log {log:q} evaluate-ner --gold {input.gold:q}"
+        " --predictions {input.predictions:q} --run {wildcards.run:q}"
+        " --parts {params.parts:q} --resamples {params.resamples} --seed {params.seed}"
+        " --out-dir $(dirname {output.metrics:q})"
+
+
+rule compare_ner:
+    """Compare every run with the reference run: leakage and F1 with CIs, paired bootstrap tests.
+
+    Paired tests use the same document resamples for both runs, with a
+    Bonferroni correction across labels (seed 003).
+    """
+    input:
+        unpack(evaluation_outputs),
+    output:
+        runs="results/compare_ner/{corpus}/runs.csv",
+        tests="results/compare_ner/{corpus}/paired_tests.csv",
+        figure=report(
+            "results/compare_ner/{corpus}/runs.png",
+            caption="../report/runs.rst",
+            category="De-identification",
+            subcategory="comparison",
+        ),
+    log:
+        "logs/compare_ner/{corpus}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        runs=run_arguments,
+        reference=REFERENCE_RUN,
+        resamples=config["ner"]["evaluation"]["resamples"],
+        seed=config["ner"]["evaluation"]["seed"],
+    shell:
+        "synthdeid --log {log:q} compare-ner {params.runs} --reference {params.reference:q}"
+        " --resamples {params.resamples} --seed {params.seed}"
+        " --out-dir $(dirname {output.runs:q})"
