@@ -185,6 +185,9 @@ def test_length_bucketed_batches_waste_little_padding() -> None:
     assert padding_share(windows, inference) < 0.05
     batch = collate(windows, inference[0], pad_id=0)
     assert batch["input_ids"].shape == batch["labels"].shape
+    assert batch["input_ids"].shape[1] % 8 == 0
+    assert batch["input_ids"].shape[1] - max(len(windows[i].input_ids) for i in inference[0]) < 8
+    assert (batch["labels"][batch["attention_mask"] == 0] == -100).all()
     assert int(batch["attention_mask"].sum()) == sum(
         len(windows[i].input_ids) for i in inference[0]
     )

@@ -50,7 +50,7 @@ rule train_ner:
     threads: 2
     resources:
         gpu=1,
-        mem_mb=16000,
+        mem_mb=12000,
         runtime=240,
     params:
         settings=training_settings,

@@ -39,10 +39,16 @@ def shuffled_bucket_batches(
 
 
 def collate(
-    windows: Sequence[Window], indices: Sequence[int], pad_id: int
+    windows: Sequence[Window], indices: Sequence[int], pad_id: int, multiple_of: int = 8
 ) -> dict[str, torch.Tensor]:
-    """Pad a batch to its longest window: input_ids, attention_mask (and labels if tagged)."""
+    """Pad a batch to its longest window: input_ids, attention_mask (and labels if tagged).
+
+    The padded length is rounded up to ``multiple_of`` tokens: fewer distinct
+    tensor shapes keep the CPU kernels' caches and the allocator from growing
+    with every new length.
+    """
     longest = max(windows[i].input_ids.shape[0] for i in indices)
+    longest = -(-longest // multiple_of) * multiple_of
     ids = np.full((len(indices), longest), pad_id, dtype=np.int64)
     mask = np.zeros((len(indices), longest), dtype=np.int64)
     tagged = windows[indices[0]].tags is not None

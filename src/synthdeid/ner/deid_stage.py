@@ -162,7 +162,9 @@ def run(args: argparse.Namespace) -> None:
         batch_size=args.batch_size,
     )
     params = {
-        "o_threshold": args.o_threshold or tagger.settings.o_threshold,
+        "o_threshold": (
+            tagger.settings.o_threshold if args.o_threshold is None else args.o_threshold
+        ),
         "regex_detectors": regex,
         "quantize": args.quantize,
         "parts": args.parts,

@@ -141,9 +141,18 @@ class DeidTagger:
 
     @torch.inference_mode()
     def token_probabilities(
-        self, encoded: Sequence[EncodedNote], *, batch_size: int = 32, progress: bool = False
+        self,
+        encoded: Sequence[EncodedNote],
+        *,
+        batch_size: int = 32,
+        progress: bool = False,
+        length_sorted: bool = True,
     ) -> list[np.ndarray]:
-        """Per note, (n_tokens, n_tags) probabilities merged over its windows."""
+        """Per note, (n_tokens, n_tags) probabilities merged over its windows.
+
+        ``length_sorted=False`` batches windows in note order (the padding-heavy
+        baseline the benchmark compares against).
+        """
         windows = make_windows(
             encoded,
             max_length=self.settings.max_length,
@@ -154,7 +163,13 @@ class DeidTagger:
         was_training = self.model.training
         self.model.eval()
         window_probs: list[np.ndarray | None] = [None] * len(windows)
-        batches = sorted_batches(windows, batch_size)
+        if length_sorted:
+            batches = sorted_batches(windows, batch_size)
+        else:
+            batches = [
+                list(range(i, min(i + batch_size, len(windows))))
+                for i in range(0, len(windows), batch_size)
+            ]
         for batch in tqdm(batches, desc="tagging", unit="batch", disable=not progress):
             inputs = collate(windows, batch, self.tokenizer.pad_token_id)
             inputs = {k: v.to(self.device) for k, v in inputs.items()}

@@ -1,0 +1,374 @@
+"""build-mixture, train-ner, deid and evaluate-ner end to end through the CLI, on made-up notes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from ner_helpers import tiny_encoder_dir
+from synthdeid.cli import main
+from synthdeid.ner.model import NER_CONFIG_FILE
+from synthdeid.ner.regex_detectors import detect
+from synthdeid.notes import Note, Span, read_notes, write_notes
+
+pytestmark = pytest.mark.slow
+
+SURNAMES = ("Abernathy", "Quillfeather", "Lindqvist", "Brightwater", "Castellano", "Oyelaran")
+NO_PHI = "Patient resting comfortably, no acute events overnight."
+FILLER = "Vitals stable, lungs clear and the plan is unchanged for now. "
+
+
+def build(note_id: str, patient_id: str, split: str, pieces: list[str | tuple[str, str]]) -> Note:
+    """A note from text pieces; ``(text, label)`` pieces become gold spans."""
+    text = ""
+    spans = []
+    for piece in pieces:
+        if isinstance(piece, tuple):
+            surface, label = piece
+            spans.append(Span(len(text), len(text) + len(surface), label))
+            text += surface
+        else:
+            text += piece
+    return Note(note_id, patient_id, text, tuple(spans), "made-up", split)
+
+
+def made_up_notes() -> list[Note]:
+    """24 train notes of 6 patients, 6 holdout notes of 2 other patients."""
+    notes = []
+    for i in range(30):
+        holdout = i >= 24
+        patient = f"h{i % 2}" if holdout else f"t{i % 6}"
+        split = "holdout" if holdout else "train"
+        if i % 5 == 4:
+            notes.append(build(f"n{i:02d}", patient, split, [NO_PHI]))
+            continue
+        name = SURNAMES[i % len(SURNAMES)]
+        date = f"{i % 12 + 1}/{(5 * i) % 27 + 1}"
+        pieces: list[str | tuple[str, str]] = [
+            "Seen by Dr. ",
+            (name, "DOCTOR"),
+            " on ",
+            (date, "DATE"),
+            ".",
+        ]
+        if i % 6 == 0:  # several 64-token windows
+            pieces += [" ", FILLER * 5, "Recheck on ", ("12/30/2024", "DATE"), "."]
+        notes.append(build(f"n{i:02d}", patient, split, pieces))
+    return notes
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    """Restore torch's thread count after the stages set it (--threads 1)."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Notes table, mixture and a trained model directory, built through the CLI."""
+    root = tmp_path_factory.mktemp("ner_cli")
+    torch.manual_seed(0)
+    encoder = tiny_encoder_dir(root / "encoder")
+    paths = {
+        "notes": root / "notes.parquet",
+        "train": root / "mixture" / "train.parquet",
+        "validation": root / "mixture" / "validation.parquet",
+        "summary": root / "mixture" / "summary.json",
+        "model": root / "model",
+        "root": root,
+    }
+    write_notes(made_up_notes(), paths["notes"])
+    spec = '{"regime": "augmentation", "synthetic_fraction": 0.0, "seed": 1}'
+    assert (
+        main(
+            [
+                "build-mixture",
+                "--notes",
+                str(paths["notes"]),
+                "--spec",
+                spec,
+                "--out-train",
+                str(paths["train"]),
+                "--out-validation",
+                str(paths["validation"]),
+                "--summary",
+                str(paths["summary"]),
+            ]
+        )
+        == 0
+    )
+    config = {
+        "model": str(encoder),
+        "epochs": 1,
+        "max_length": 64,
+        "stride": 8,
+        "learning_rate": 1e-3,
+        "batch_size": 8,
+        "operating_point": {"grid": [0.5, 0.9]},
+    }
+    code = main(
+        [
+            "train-ner",
+            "--train",
+            str(paths["train"]),
+            "--validation",
+            str(paths["validation"]),
+            "--mixture-summary",
+            str(paths["summary"]),
+            "--config",
+            json.dumps(config),
+            "--run",
+            "cli-run",
+            "--out-dir",
+            str(paths["model"]),
+            "--threads",
+            "1",
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    return paths
+
+
+def deid(work: dict[str, Path], name: str, *extra: str) -> tuple[int, Path]:
+    out = work["root"] / name / "predictions.parquet"
+    argv = [
+        "deid",
+        "--model",
+        str(work["model"]),
+        "--notes",
+        str(work["notes"]),
+        "--parts",
+        "holdout",
+        "--out",
+        str(out),
+        "--threads",
+        "1",
+        *extra,
+    ]
+    return main(argv), out
+
+
+def holdout() -> list[Note]:
+    return [note for note in made_up_notes() if note.split == "holdout"]
+
+
+def summary_of(predictions: Path) -> dict:
+    return json.loads(predictions.with_suffix(".summary.json").read_text())["summary"]
+
+
+# ---------------------------------------------------------------- mixture and training
+
+
+def test_mixture_and_model_directory(work: dict[str, Path]) -> None:
+    validation = read_notes(work["validation"])
+    assert validation and {note.split for note in validation} == {"validation"}
+    assert not {note.patient_id for note in validation} & {"h0", "h1"}
+    summary = json.loads(work["summary"].read_text())["summary"]
+    assert summary["n_synthetic"] == 0
+    names = {path.name for path in work["model"].iterdir()}
+    assert {NER_CONFIG_FILE, "config.json", "model.safetensors", "README.md"} <= names
+    history = json.loads((work["model"] / "training_history.json").read_text())
+    assert history["run"] == "cli-run"
+    assert history["mixture"]["regime"] == "augmentation"
+    assert history["config"]["max_length"] == 64
+    assert len(history["history"]) == 1
+    settings = json.loads((work["model"] / NER_CONFIG_FILE).read_text())
+    assert settings["o_threshold"] in (0.5, 0.9)
+
+
+# ---------------------------------------------------------------- deid
+
+
+def test_deid_redacts_the_holdout_notes(work: dict[str, Path]) -> None:
+    redacted_path = work["root"] / "redact" / "redacted.parquet"
+    # a high O threshold: the barely trained tagger surely predicts spans to redact
+    code, out = deid(
+        work,
+        "redact",
+        "--mode",
+        "redact",
+        "--o-threshold",
+        "0.999",
+        "--out-deidentified",
+        str(redacted_path),
+    )
+    assert code == 0
+    originals = {note.note_id: note for note in holdout()}
+    predicted = read_notes(out)
+    assert [note.note_id for note in predicted] == sorted(originals)
+    for note in predicted:
+        assert note.text == originals[note.note_id].text
+        assert note.split == "holdout"
+    n_spans = sum(len(note.spans) for note in predicted)
+    assert n_spans > 0
+    assert summary_of(out)["predicted_spans"] == n_spans
+
+    redacted = {note.note_id: note for note in read_notes(redacted_path)}
+    assert set(redacted) == set(originals)
+    for note in predicted:
+        red = redacted[note.note_id]
+        assert [s.label for s in red.spans] == [s.label for s in note.spans]
+        for span in red.spans:
+            assert span.surface(red.text) == f"[{span.label}]"
+        for old, new in zip(note.spans, red.spans, strict=True):
+            assert new.surface(red.text) != old.surface(note.text)
+        # the text between the spans is kept as it was
+        assert gaps(red) == gaps(note)
+
+
+def gaps(note: Note) -> list[str]:
+    bounds = [0, *[b for s in note.spans for b in (s.start, s.end)], len(note.text)]
+    return [note.text[bounds[i] : bounds[i + 1]] for i in range(0, len(bounds), 2)]
+
+
+def test_deid_unions_regex_dates(work: dict[str, Path]) -> None:
+    code, out = deid(work, "regex", "--regex", "DATE", "--mode", "none")
+    assert code == 0
+    assert summary_of(out)["regex_spans_added"] >= 0
+    for note in read_notes(out):
+        dates = detect(note.text, ["DATE"])
+        for date in dates:
+            assert any(s.start < date.end and date.start < s.end for s in note.spans), date
+
+    # threshold 0: no token is PHI for the model, so every span is a regex date, exactly
+    code, out = deid(work, "regex_only", "--regex", "DATE", "--o-threshold", "0")
+    assert code == 0
+    params = json.loads(out.with_suffix(".summary.json").read_text())["provenance"]["params"]
+    assert params["o_threshold"] == 0.0  # recorded as given, not replaced by the model's
+    expected = {note.note_id: detect(note.text, ["DATE"]) for note in holdout()}
+    assert sum(map(len, expected.values())) >= 4
+    assert summary_of(out)["regex_spans_added"] == sum(map(len, expected.values()))
+    assert {note.note_id: list(note.spans) for note in read_notes(out)} == expected
+
+
+def test_deid_writes_keyed_surrogates(work: dict[str, Path], tmp_path: Path) -> None:
+    key_file = tmp_path / "made-up.key"
+    key_file.write_text("# a made-up test secret\nnot-a-real-secret-4711\n")
+    surrogate_path = work["root"] / "surrogate" / "surrogates.parquet"
+    code, out = deid(
+        work,
+        "surrogate",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(key_file),
+        "--o-threshold",
+        "0.999",
+        "--out-deidentified",
+        str(surrogate_path),
+    )
+    assert code == 0
+    predicted = {note.note_id: note for note in read_notes(out)}
+    surrogates = read_notes(surrogate_path)
+    assert sorted(note.note_id for note in surrogates) == sorted(predicted)
+    changed = 0
+    for note in surrogates:
+        original = predicted[note.note_id]
+        assert len(note.spans) == len(original.spans)
+        for old, new in zip(original.spans, note.spans, strict=True):
+            assert new.label == old.label
+            assert new.surface(note.text) != old.surface(original.text)
+            changed += 1
+        assert gaps(note) == gaps(original)
+    assert changed > 0
+
+
+def test_deid_surrogates_need_a_key(work: dict[str, Path], tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.delenv("SYNTHDEID_SECRET", raising=False)
+    out_deid = work["root"] / "nokey" / "surrogates.parquet"
+    code, _ = deid(
+        work,
+        "nokey",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(tmp_path / "missing.key"),
+        "--out-deidentified",
+        str(out_deid),
+    )
+    assert code == 2
+    assert not out_deid.exists()
+
+
+def test_deid_quantized(work: dict[str, Path]) -> None:
+    code, out = deid(work, "int8", "--quantize", "--device", "cpu")
+    assert code == 0
+    predicted = read_notes(out)
+    assert [note.note_id for note in predicted] == sorted(n.note_id for n in holdout())
+    params = json.loads(out.with_suffix(".summary.json").read_text())["provenance"]["params"]
+    assert params["quantize"] is True
+    assert (
+        params["o_threshold"]
+        == json.loads((work["model"] / NER_CONFIG_FILE).read_text())["o_threshold"]
+    )
+
+
+def test_evaluate_ner_scores_the_predictions(work: dict[str, Path]) -> None:
+    code, out = deid(work, "evaluate", "--regex", "none")
+    assert code == 0
+    metrics_dir = work["root"] / "metrics"
+    argv = [
+        "evaluate-ner",
+        "--gold",
+        str(work["notes"]),
+        "--predictions",
+        str(out),
+        "--run",
+        "cli-run",
+        "--out-dir",
+        str(metrics_dir),
+        "--resamples",
+        "20",
+    ]
+    assert main(argv) == 0
+    metrics = json.loads((metrics_dir / "metrics.json").read_text())
+    assert metrics["run"] == "cli-run"
+    assert metrics["counts"]["n_notes"] == len(holdout())
+    assert metrics["counts"]["n_gold_spans"] == sum(len(n.spans) for n in holdout())
+    assert 0.0 <= metrics["headline"]["detection_recall"]["estimate"] <= 1.0
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_train_ner_refuses_a_config_that_is_not_an_object(
+    work: dict[str, Path], tmp_path: Path
+) -> None:
+    argv = [
+        "train-ner",
+        "--train",
+        str(work["train"]),
+        "--validation",
+        str(work["validation"]),
+        "--config",
+        "[1]",
+        "--out-dir",
+        str(tmp_path / "model"),
+    ]
+    assert main(argv) == 2
+    assert not (tmp_path / "model").exists()
+
+
+def test_deid_refuses_a_directory_that_is_no_model(work: dict[str, Path], tmp_path: Path) -> None:
+    not_a_model = tmp_path / "not_a_model"
+    not_a_model.mkdir()
+    (not_a_model / "config.json").write_text("{}")
+    out = tmp_path / "out" / "predictions.parquet"
+    argv = ["deid", "--model", str(not_a_model), "--notes", str(work["notes"]), "--out", str(out)]
+    assert main(argv) == 2
+    assert not out.exists()
+    assert not out.with_suffix(".summary.json").exists()
+
+
+def test_deid_refuses_an_unknown_regex_detector(work: dict[str, Path]) -> None:
+    code, out = deid(work, "bogus", "--regex", "BOGUS")
+    assert code == 2
+    assert not out.exists()
+    assert not out.parent.exists() or not any(out.parent.iterdir())
