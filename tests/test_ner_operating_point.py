@@ -65,7 +65,7 @@ def test_recall_takes_the_smallest_threshold_reaching_the_target() -> None:
         row(0.95, recall=0.98),
         row(0.7, recall=0.96),
     ]
-    chosen = choose(rows, OperatingPointRule(mode="recall", target_recall=0.97))
+    chosen = choose(rows, OperatingPointRule(mode="recall", target_recall=0.97, precision_floor=0))
     assert chosen["o_threshold"] == 0.9
 
 
@@ -76,8 +76,21 @@ def test_recall_falls_back_to_the_highest_recall_then_the_lower_threshold() -> N
         row(0.8, recall=0.85),
         row(0.7, recall=0.7),
     ]
-    chosen = choose(rows, OperatingPointRule(mode="recall", target_recall=0.97))
+    chosen = choose(rows, OperatingPointRule(mode="recall", target_recall=0.97, precision_floor=0))
     assert chosen["o_threshold"] == 0.8
+
+
+def test_recall_only_considers_thresholds_meeting_the_precision_floor() -> None:
+    rows = [
+        row(0.5, recall=0.90, precision=0.85),
+        row(0.9, recall=0.95, precision=0.81),
+        row(0.99, recall=1.00, precision=0.05),  # reaches the target by tagging everything
+    ]
+    rule = OperatingPointRule(mode="recall", target_recall=0.97, precision_floor=0.8)
+    assert choose(rows, rule)["o_threshold"] == 0.9
+    # nothing meets the floor: argmax
+    strict = OperatingPointRule(mode="recall", target_recall=0.97, precision_floor=0.9)
+    assert choose(rows, strict)["o_threshold"] == 0.5
 
 
 # ---------------------------------------------------------------- choose: leakage

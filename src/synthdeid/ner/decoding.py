@@ -9,11 +9,12 @@ Two steps:
    probability of ``O`` is below ``o_threshold`` (0.5 is plain argmax for two
    classes; a higher threshold trades precision for recall, and the operating
    point picks it on validation notes). Its label is the label with the most
-   B+I probability. Consecutive PHI tokens with the same label form one span
-   unless a token prefers ``B`` over ``I`` at the start of a new word (BIO
-   boundaries between adjacent entities, never inside a word). Spans are then
-   snapped outwards to whole words, so a name split into sub-words is never
-   left half-redacted.
+   B+I probability. Tokens written together (no whitespace between them, as
+   in "10/15") always form one span; across whitespace, consecutive PHI
+   tokens with the same label form one span unless a token prefers ``B`` over
+   ``I`` (BIO boundaries between adjacent entities). Punctuation alone is
+   never a span. Spans are then snapped outwards to whole words, so a name
+   split into sub-words is never left half-redacted.
 """
 
 from __future__ import annotations
@@ -63,6 +64,24 @@ def snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
+def _drop_loose_punctuation(is_phi: np.ndarray, offsets: np.ndarray, text: str) -> np.ndarray:
+    """PHI punctuation tokens survive only inside a written unit with PHI on both sides.
+
+    The "/" of "10/15" stays when "10" and "15" are PHI; a lone "/" or the
+    trailing "/" of "10/" is dropped, so fragments never become spans.
+    """
+    kept = is_phi.copy()
+    n = len(is_phi)
+    for token in np.nonzero(is_phi)[0]:
+        start, end = int(offsets[token, 0]), int(offsets[token, 1])
+        if any(char.isalnum() for char in text[start:end]):
+            continue
+        left = token > 0 and is_phi[token - 1] and int(offsets[token - 1, 1]) == start
+        right = token + 1 < n and is_phi[token + 1] and int(offsets[token + 1, 0]) == end
+        kept[token] = left and right
+    return kept
+
+
 def decode_spans(
     probs: np.ndarray,
     offsets: np.ndarray,
@@ -86,6 +105,7 @@ def decode_spans(
         begin[np.arange(len(label_ids)), label_ids] > inside[np.arange(len(label_ids)), label_ids]
     )
 
+    is_phi = _drop_loose_punctuation(is_phi, offsets, text)
     raw: list[tuple[int, int, int]] = []  # (start, end, label id)
     for token in np.nonzero(is_phi)[0]:
         start, end = int(offsets[token, 0]), int(offsets[token, 1])
@@ -93,9 +113,10 @@ def decode_spans(
         if raw:
             prev_start, prev_end, prev_label = raw[-1]
             contiguous = token > 0 and is_phi[token - 1]
-            same_word = start == prev_end and start > 0 and _is_word_char(text[start - 1])
-            new_entity = bool(prefers_begin[token]) and not same_word
-            if contiguous and (same_word or (prev_label == label and not new_entity)):
+            # no whitespace between the tokens: one written unit ("10/15", "O'Neil")
+            same_unit = start == prev_end
+            new_entity = bool(prefers_begin[token]) and not same_unit
+            if contiguous and (same_unit or (prev_label == label and not new_entity)):
                 raw[-1] = (prev_start, end, prev_label)
                 continue
         raw.append((start, end, label))

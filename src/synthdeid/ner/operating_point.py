@@ -5,9 +5,12 @@ recall, not left at argmax. Two rules, both evaluated over a grid of
 thresholds on the validation part (real notes never used for training):
 
 ``recall``
-    the smallest threshold whose label-agnostic detection recall reaches
-    ``target_recall`` (the most precise model that still reaches it); when no
-    threshold reaches it, the one with the highest recall.
+    among thresholds whose detection precision is at least
+    ``precision_floor``, the smallest whose label-agnostic detection recall
+    reaches ``target_recall`` (the most precise model that still reaches it);
+    when none reaches it, the one with the highest recall. When no threshold
+    meets the floor, plain argmax (0.5): a threshold that buys recall by
+    tagging everything is no operating point.
 ``leakage``
     the threshold with the lowest document-level leakage among those whose
     detection precision is at least ``precision_floor``; ties go to the higher
@@ -79,14 +82,17 @@ def sweep(
 
 def choose(rows: Sequence[dict[str, float]], rule: OperatingPointRule) -> dict[str, float]:
     """The row of the sweep that the rule selects."""
+    argmax = min(rows, key=lambda r: abs(r["o_threshold"] - 0.5))
     if rule.mode == "argmax":
-        return min(rows, key=lambda r: abs(r["o_threshold"] - 0.5))
+        return argmax
+    precise = [r for r in rows if r["detection_precision"] >= rule.precision_floor]
     if rule.mode == "recall":
-        reaching = [r for r in rows if r["detection_recall"] >= rule.target_recall]
+        if not precise:
+            return argmax
+        reaching = [r for r in precise if r["detection_recall"] >= rule.target_recall]
         if reaching:
             return min(reaching, key=lambda r: r["o_threshold"])
-        return max(rows, key=lambda r: (r["detection_recall"], -r["o_threshold"]))
-    precise = [r for r in rows if r["detection_precision"] >= rule.precision_floor]
+        return max(precise, key=lambda r: (r["detection_recall"], -r["o_threshold"]))
     if precise:
         return min(
             precise,
