@@ -27,6 +27,7 @@ from synthdeid.artifacts import make_provenance, write_json_atomic
 from synthdeid.errors import ConfigError
 from synthdeid.ner.regex_detectors import DETECTORS, detect, union_spans
 from synthdeid.notes import Note, Span, read_notes, splice, write_notes
+from synthdeid.surrogate.keying import SurrogateKey, load_key
 
 if TYPE_CHECKING:
     from synthdeid.ner.model import DeidTagger
@@ -128,15 +129,17 @@ def regex_labels_from(argument: str | None, model_default: Sequence[str]) -> lis
 
 
 def deidentify(
-    notes: Sequence[Note], mode: str, key_file: str | None, consistency: str
+    notes: Sequence[Note], mode: str, key: SurrogateKey | None, consistency: str
 ) -> list[Note]:
+    """Redacted notes, or (mode ``surrogate``) notes with keyed surrogates."""
     if mode == "redact":
         return [redact(note) for note in notes]
-    from synthdeid.surrogate.keying import load_key
+    if key is None:
+        raise ConfigError("surrogate mode needs a key")
     from synthdeid.surrogate.replace import SurrogateReplacer
 
     labels = sorted({span.label for note in notes for span in note.spans})
-    replacer = SurrogateReplacer(load_key(key_file), labels=labels, consistency=consistency)
+    replacer = SurrogateReplacer(key, labels=labels, consistency=consistency)
     return [replacer.replace_note(note).note for note in notes]
 
 
@@ -149,6 +152,8 @@ def run(args: argparse.Namespace) -> None:
         torch.set_num_threads(args.threads)
     if args.out_deidentified is not None and args.mode == "none":
         raise ConfigError("--out-deidentified needs --mode redact or surrogate")
+    # a missing key stops the step before any work
+    key = load_key(args.key_file or None) if args.mode == "surrogate" else None
     notes = read_notes(args.notes)
     if args.parts:
         notes = [note for note in notes if note.split in set(args.parts)]
@@ -174,7 +179,7 @@ def run(args: argparse.Namespace) -> None:
     write_notes(predicted, args.out, provenance)
     if args.out_deidentified is not None:
         write_notes(
-            deidentify(predicted, args.mode, args.key_file, args.consistency),
+            deidentify(predicted, args.mode, key, args.consistency),
             args.out_deidentified,
             provenance,
         )
