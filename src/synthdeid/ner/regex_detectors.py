@@ -44,23 +44,11 @@ from collections.abc import Iterable, Sequence
 
 from synthdeid.errors import ConfigError
 from synthdeid.notes import Span
+from synthdeid.surrogate.operators.dates import MONTHS
 
 log = logging.getLogger(__name__)
 
-_MONTHS_FULL = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
+_MONTHS_FULL = MONTHS  # the surrogate date operator's month names
 _MONTHS_ABBR = ("Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec")
 
 
