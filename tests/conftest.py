@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,3 +27,17 @@ def physionet_dir() -> Path:
     if not (path / "id.text").is_file() or not (path / "id-phi.phrase").is_file():
         pytest.skip(f"PHYSIONET_DEID_DIR={value} has no id.text / id-phi.phrase")
     return path
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """synthdeid.cli.main() reconfigures the root logger; undo it after every test."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    for handler in root.handlers:
+        if handler not in handlers:
+            handler.close()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.captureWarnings(False)

@@ -1,4 +1,4 @@
-"""A tiny BERT token classifier built from a config (no download), for fast tests."""
+"""Test helpers for the NER tests: a tiny BERT built from a config, notes built from pieces."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 from transformers import AutoTokenizer, BertConfig, BertModel
 
 from synthdeid.ner.model import default_model_path
+from synthdeid.notes import UNSPLIT, Note, Span
 
 
 def tiny_encoder_dir(directory: Path, *, layers: int = 2, hidden: int = 32) -> Path:
@@ -23,3 +24,19 @@ def tiny_encoder_dir(directory: Path, *, layers: int = 2, hidden: int = 32) -> P
     BertModel(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+def note_from_pieces(
+    note_id: str, patient_id: str, pieces: list[str | tuple[str, str]], split: str = UNSPLIT
+) -> Note:
+    """A made-up note from text pieces; ``(text, label)`` pieces become gold spans."""
+    text = ""
+    spans = []
+    for piece in pieces:
+        if isinstance(piece, tuple):
+            surface, label = piece
+            spans.append(Span(len(text), len(text) + len(surface), label))
+            text += surface
+        else:
+            text += piece
+    return Note(note_id, patient_id, text, tuple(spans), "made-up", split)

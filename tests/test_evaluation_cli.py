@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,20 +21,6 @@ TEXT_B = "Patient Vera Moss came in."
 TEXT_C = "Visit 3/14, call 555-0100."
 TEXT_D = "No identifiers in this note."
 TEXT_T = "Train note for Dr Quill."
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """main() reconfigures the root logger; undo it so later tests log normally."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    for handler in root.handlers:
-        if handler not in handlers:
-            handler.close()
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    logging.captureWarnings(False)
 
 
 def span(text: str, surface: str, label: str) -> Span:

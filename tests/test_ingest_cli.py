@@ -4,8 +4,7 @@ exits 2 with an error naming the file and leaves no output behind."""
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -18,20 +17,6 @@ from synthdeid.notes import NOTES_SCHEMA, Span, read_notes
 TEXT = "Seen by Dr. Alvarez on 3/14.\nCall 555-0100.\n"
 OTHER = "Patient Jane Roe, seen 4/2.\n"
 LABEL_MAP = {"HCPName": "DOCTOR", "PatientName": "PATIENT", "Date": "DATE", "Phone": "PHONE"}
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """main() reconfigures the root logger; undo it so later tests log normally."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    for handler in root.handlers:
-        if handler not in handlers:
-            handler.close()
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    logging.captureWarnings(False)
 
 
 def put(path: Path, content: str) -> Path:

@@ -9,31 +9,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from ner_helpers import tiny_encoder_dir
+from ner_helpers import note_from_pieces, tiny_encoder_dir
 from synthdeid.cli import main
 from synthdeid.ner.model import NER_CONFIG_FILE
 from synthdeid.ner.regex_detectors import detect
-from synthdeid.notes import Note, Span, read_notes, write_notes
+from synthdeid.notes import Note, read_notes, write_notes
 
 pytestmark = pytest.mark.slow
 
 SURNAMES = ("Abernathy", "Quillfeather", "Lindqvist", "Brightwater", "Castellano", "Oyelaran")
 NO_PHI = "Patient resting comfortably, no acute events overnight."
 FILLER = "Vitals stable, lungs clear and the plan is unchanged for now. "
-
-
-def build(note_id: str, patient_id: str, split: str, pieces: list[str | tuple[str, str]]) -> Note:
-    """A note from text pieces; ``(text, label)`` pieces become gold spans."""
-    text = ""
-    spans = []
-    for piece in pieces:
-        if isinstance(piece, tuple):
-            surface, label = piece
-            spans.append(Span(len(text), len(text) + len(surface), label))
-            text += surface
-        else:
-            text += piece
-    return Note(note_id, patient_id, text, tuple(spans), "made-up", split)
 
 
 def made_up_notes() -> list[Note]:
@@ -44,7 +30,7 @@ def made_up_notes() -> list[Note]:
         patient = f"h{i % 2}" if holdout else f"t{i % 6}"
         split = "holdout" if holdout else "train"
         if i % 5 == 4:
-            notes.append(build(f"n{i:02d}", patient, split, [NO_PHI]))
+            notes.append(note_from_pieces(f"n{i:02d}", patient, [NO_PHI], split))
             continue
         name = SURNAMES[i % len(SURNAMES)]
         date = f"{i % 12 + 1}/{(5 * i) % 27 + 1}"
@@ -57,7 +43,7 @@ def made_up_notes() -> list[Note]:
         ]
         if i % 6 == 0:  # several 64-token windows
             pieces += [" ", FILLER * 5, "Recheck on ", ("12/30/2024", "DATE"), "."]
-        notes.append(build(f"n{i:02d}", patient, split, pieces))
+        notes.append(note_from_pieces(f"n{i:02d}", patient, pieces, split))
     return notes
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from ner_helpers import tiny_encoder_dir
+from ner_helpers import note_from_pieces, tiny_encoder_dir
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.metrics import HEADLINE_RATIOS
 from synthdeid.ner.model import NER_CONFIG_FILE, DeidTagger, NerSettings
@@ -27,7 +27,7 @@ from synthdeid.ner.training import (
     class_weights,
     train,
 )
-from synthdeid.notes import Note, Span
+from synthdeid.notes import Note
 
 pytestmark = pytest.mark.slow
 
@@ -56,25 +56,11 @@ NO_PHI = (
 )
 
 
-def build(note_id: str, patient_id: str, pieces: list[str | tuple[str, str]]) -> Note:
-    """A note from text pieces; ``(text, label)`` pieces become gold spans."""
-    text = ""
-    spans = []
-    for piece in pieces:
-        if isinstance(piece, tuple):
-            surface, label = piece
-            spans.append(Span(len(text), len(text) + len(surface), label))
-            text += surface
-        else:
-            text += piece
-    return Note(note_id, patient_id, text, tuple(spans), "made-up")
-
-
 def made_up_note(i: int) -> Note:
     """Note ``i``: a visit line with a doctor and a date; every fifth without PHI; some long."""
     patient = f"p{i % 7}"
     if i % 5 == 4:
-        return build(f"n{i:02d}", patient, [NO_PHI[i % len(NO_PHI)]])
+        return note_from_pieces(f"n{i:02d}", patient, [NO_PHI[i % len(NO_PHI)]])
     name = SURNAMES[i % len(SURNAMES)]
     date = f"{i % 12 + 1}/{(7 * i) % 28 + 1}"
     pieces: list[str | tuple[str, str]] = ["Seen by Dr. ", (name, "DOCTOR"), " on ", (date, "DATE")]
@@ -82,7 +68,7 @@ def made_up_note(i: int) -> Note:
     if i % 6 == 0:  # long enough for several 64-token windows
         other = SURNAMES[(i + 5) % len(SURNAMES)]
         pieces += [" ", FILLER * 6, "Follow up with Dr. ", (other, "DOCTOR"), " next week."]
-    return build(f"n{i:02d}", patient, pieces)
+    return note_from_pieces(f"n{i:02d}", patient, pieces)
 
 
 NOTES = [made_up_note(i) for i in range(30)]
