@@ -20,6 +20,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/ingest.smk"
 include: "workflow/rules/mask.smk"
 include: "workflow/rules/surrogate.smk"
+include: "workflow/rules/synth_template.smk"
 include: "workflow/rules/ner.smk"
 include: "workflow/rules/environment.smk"
 

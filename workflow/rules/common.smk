@@ -79,9 +79,24 @@ def all_targets():
         f"results/mask_seeds/{CORPUS}/masked.parquet",
         f"results/plot_corpus_overview/{CORPUS}/overview.png",
         f"results/replace_surrogates/{CORPUS}/notes.parquet",
+        f"results/fill_templates/{CORPUS}/pii.parquet",
+        f"results/diagnose_synthetic/{CORPUS}/diagnostics.json",
         *[f"results/evaluate_ner/{CORPUS}/{run}/metrics.json" for run in NER_RUNS],
         f"results/compare_ner/{CORPUS}/runs.png",
     ]
+
+
+# ------------------------------------------------------------ template synthesis
+
+TEMPLATE = config["synth"]["template"]
+# responses cached by request hash, kept across reruns (not an output of any rule)
+LLM_CACHE_DIR = "cache/llm_responses"
+
+
+def template_settings():
+    """The generate_templates slice of synth.template, as JSON (pools settings excluded)."""
+    keys = ("backend", "variants", "generation", "seed", "validator", "guard")
+    return as_json({key: TEMPLATE[key] for key in keys})
 
 
 # ------------------------------------------------------------ de-identification models
@@ -97,6 +112,8 @@ if REFERENCE_RUN not in NER_RUNS:
 # labelled pools a mixture can draw from: name -> (artifact, split parts used)
 POOLS = {
     "surrogates": ("results/replace_surrogates/{corpus}/notes.parquet", ["seed"]),
+    "template_pii": ("results/fill_templates/{corpus}/pii.parquet", ["synthetic"]),
+    "template_no_pii": ("results/fill_templates/{corpus}/no_pii.parquet", ["synthetic"]),
 }
 
 

@@ -1,0 +1,1 @@
+"""Template-only synthesis: prompts, validated templates, local fill, dedup, screen, pools."""

@@ -1,0 +1,228 @@
+"""Compare synthetic and real notes: lengths, label mix, PII structure, JSD, Fréchet distance.
+
+The ``diagnose-synthetic`` stage. Subsets are named on the command line, in
+the order the tables and figures show them:
+
+``--subset NAME=PATH[:PART]``
+    the notes of the notes table ``PATH`` (Parquet). The text after the
+    first ``=`` is ``PATH[:PART]``; if it contains a ``:``, the text after the
+    *last* ``:`` is ``PART``: one split name, or several separated by commas,
+    and only notes whose ``split`` is one of them are kept (empty: all
+    notes). So a path that itself contains ``:`` is written with a trailing
+    ``:`` (``NAME=odd:name.parquet:`` keeps every note of ``odd:name.parquet``).
+    Example: ``--subset "real train=results/split_notes/demo/notes.parquet:train"``.
+``--derive NEW=BASE:pii`` / ``--derive NEW=BASE:no-pii``
+    the notes of the earlier subset ``BASE`` with at least one span (``pii``)
+    or with none (``no-pii``), e.g. ``--derive "synthetic PII=synthetic (all):pii"``.
+
+``--reference NAME`` is the subset the divergences are measured from (the
+real training notes). Writes diagnostics.json, diagnostics.md,
+diagnostics.csv, lengths.png and labels.png into ``--out-dir``
+(:mod:`synthdeid.synthesis.diagnostics`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from synthdeid.artifacts import make_provenance
+from synthdeid.embeddings import DEFAULT_BATCH_SIZE, DEFAULT_MAX_LENGTH, SentenceEncoder
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.notes import UNSPLIT, Note, read_notes
+from synthdeid.split import PARTS
+from synthdeid.synthesis.diagnostics import diagnose, write_diagnostics
+
+log = logging.getLogger(__name__)
+
+BUNDLED = "bundled"
+DERIVE_FILTERS = ("pii", "no-pii")
+KNOWN_PARTS = (*PARTS, UNSPLIT)
+
+
+@dataclass(frozen=True)
+class FileSubset:
+    """``NAME=PATH[:PART]``: notes of a table, optionally only some split parts."""
+
+    name: str
+    path: Path
+    parts: tuple[str, ...] = ()  # empty: every note
+
+
+@dataclass(frozen=True)
+class DerivedSubset:
+    """``NEW=BASE:pii|no-pii``: the notes of an earlier subset with / without spans."""
+
+    name: str
+    base: str
+    keep: str
+
+
+def _split_name(value: str, syntax: str) -> tuple[str, str]:
+    name, sep, rest = value.partition("=")
+    if not sep or not name.strip() or not rest:
+        raise argparse.ArgumentTypeError(f"expected {syntax}, got {value!r}")
+    return name.strip(), rest
+
+
+def parse_subset(value: str) -> FileSubset:
+    """Parse ``NAME=PATH[:PART]`` (see the module docstring for the exact rule)."""
+    name, rest = _split_name(value, "NAME=PATH[:PART]")
+    path, sep, part = rest.rpartition(":")
+    if not sep:
+        path, part = rest, ""
+    if not path:
+        raise argparse.ArgumentTypeError(f"no PATH in {value!r}; expected NAME=PATH[:PART]")
+    parts = tuple(dict.fromkeys(p.strip() for p in part.split(",") if p.strip()))
+    return FileSubset(name, Path(path), parts)
+
+
+def parse_derived(value: str) -> DerivedSubset:
+    """Parse ``NEW=BASE:pii`` or ``NEW=BASE:no-pii``."""
+    name, rest = _split_name(value, "NEW=BASE:pii|no-pii")
+    base, sep, keep = rest.rpartition(":")
+    if not sep or not base.strip() or keep not in DERIVE_FILTERS:
+        raise argparse.ArgumentTypeError(f"expected NEW=BASE:pii or NEW=BASE:no-pii, got {value!r}")
+    return DerivedSubset(name, base.strip(), keep)
+
+
+def select_parts(notes: list[Note], spec: FileSubset) -> list[Note]:
+    """The notes of ``spec.parts`` (all when none); an unknown, absent part is an error."""
+    if not spec.parts:
+        return notes
+    present = {note.split for note in notes}
+    for part in spec.parts:
+        if part in present:
+            continue
+        if part not in KNOWN_PARTS:
+            raise InputError(
+                spec.path,
+                None,
+                f"subset {spec.name!r}: no notes in part {part!r}",
+                f"parts present: {sorted(present)}",
+            )
+        log.warning("subset %r: %s has no notes in part %r", spec.name, spec.path, part)
+    return [note for note in notes if note.split in spec.parts]
+
+
+def load_subsets(specs: list[FileSubset | DerivedSubset]) -> dict[str, list[Note]]:
+    """Read every subset, in order; each table is read once however often it is named."""
+    tables: dict[Path, list[Note]] = {}
+    subsets: dict[str, list[Note]] = {}
+    for spec in specs:
+        if spec.name in subsets:
+            raise ConfigError(f"subset name {spec.name!r} is given twice")
+        if isinstance(spec, FileSubset):
+            if spec.path not in tables:
+                tables[spec.path] = read_notes(spec.path)
+            subsets[spec.name] = select_parts(tables[spec.path], spec)
+        else:
+            if spec.base not in subsets:
+                raise ConfigError(
+                    f"--derive {spec.name!r}: base subset {spec.base!r} is not defined before it"
+                    f" (defined: {list(subsets)})"
+                )
+            want_spans = spec.keep == "pii"
+            subsets[spec.name] = [n for n in subsets[spec.base] if bool(n.spans) == want_spans]
+    return subsets
+
+
+def positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return number
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--subset",
+        dest="subsets",
+        action="append",
+        type=parse_subset,
+        metavar="NAME=PATH[:PART]",
+        help="a named subset: notes of a Parquet notes table, optionally only split PART "
+        "(comma-separated parts allowed; the last ':' separates PART); repeat",
+    )
+    parser.add_argument(
+        "--derive",
+        dest="subsets",
+        action="append",
+        type=parse_derived,
+        metavar="NEW=BASE:pii|no-pii",
+        help="a subset made of the notes of an earlier subset with (pii) or without (no-pii) "
+        "spans; repeat",
+    )
+    parser.add_argument(
+        "--reference", required=True, help="subset the divergences are measured from"
+    )
+    parser.add_argument(
+        "--encoder",
+        default=BUNDLED,
+        help=f"sentence encoder: a model directory or hub id, or {BUNDLED!r} (bundled MiniLM)",
+    )
+    parser.add_argument(
+        "--no-embeddings",
+        action="store_true",
+        help="skip the sentence embeddings (Fréchet distances are left empty)",
+    )
+    parser.add_argument("--device", default="auto", help="torch device for the encoder")
+    parser.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE)
+    parser.add_argument(
+        "--max-length",
+        type=positive_int,
+        default=DEFAULT_MAX_LENGTH,
+        help="tokens per text for the encoder (longer texts are truncated)",
+    )
+    parser.add_argument("--out-dir", required=True, type=Path, help="folder for the outputs")
+
+
+def run(args: argparse.Namespace) -> None:
+    specs: list[FileSubset | DerivedSubset] = args.subsets or []
+    if not specs:
+        raise ConfigError("diagnose-synthetic needs at least one --subset")
+    subsets = load_subsets(specs)
+    if args.reference not in subsets:
+        raise ConfigError(
+            f"--reference {args.reference!r} is not a subset; subsets: {list(subsets)}"
+        )
+    encoder = None
+    if not args.no_embeddings:
+        model = None if args.encoder == BUNDLED else args.encoder
+        encoder = SentenceEncoder.load(model, args.device, args.max_length)
+    diag = diagnose(subsets, args.reference, encoder, batch_size=args.batch_size, progress=True)
+    diag.provenance = make_provenance(
+        "diagnose-synthetic",
+        {
+            "subsets": [
+                {"name": s.name, "path": str(s.path), "parts": list(s.parts)}
+                if isinstance(s, FileSubset)
+                else {"name": s.name, "base": s.base, "keep": s.keep}
+                for s in specs
+            ],
+            "reference": args.reference,
+            "encoder": None if args.no_embeddings else (diag.encoder or args.encoder),
+            "max_length": args.max_length,
+        },
+        {s.name: s.path for s in specs if isinstance(s, FileSubset)},
+    )
+    paths = write_diagnostics(diag, args.out_dir)
+    for name, stats in diag.statistics.items():
+        log.info(
+            "%s: %d notes (%d with PII), median %s words",
+            name,
+            stats["notes"],
+            stats["pii_notes"],
+            stats["words"]["median"],
+        )
+    for name, d in diag.divergences.items():
+        log.info(
+            "%s vs %s: unigram JSD %.4f, Fréchet distance %.4f",
+            name,
+            args.reference,
+            d["unigram_jsd"],
+            d["frechet_distance"],
+        )
+    log.info("diagnostics -> %s", ", ".join(str(p) for p in paths.values()))

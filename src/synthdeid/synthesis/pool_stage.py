@@ -1,0 +1,137 @@
+"""Fill accepted templates locally and write the PII / no-PII synthetic pools.
+
+Reads the templates table, the seed notes (the split table; their real text
+is only compared with, never written) and the mask step's removed values;
+fills, deduplicates, screens (see :mod:`synthdeid.synthesis.pools`) and
+writes ``pii.parquet``, ``no_pii.parquet`` (canonical notes schema),
+``removals.parquet`` (what was dropped at which step and why) and a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from synthdeid.artifacts import (
+    make_provenance,
+    read_parquet_with_provenance,
+    write_json_atomic,
+    write_parquet_atomic,
+)
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.llm.guard import load_phi_surfaces
+from synthdeid.mentions import SurfaceIndex
+from synthdeid.notes import read_notes, write_notes
+from synthdeid.synthesis.fill import TemplateFiller
+from synthdeid.synthesis.placeholders import load_allowlist
+from synthdeid.synthesis.pools import DedupSettings, Template, build_pools
+from synthdeid.synthesis.templates import ACCEPTED, TEMPLATES_SCHEMA
+
+log = logging.getLogger(__name__)
+
+SETTING_KEYS = {"fill_seed", "near_threshold", "against_seeds", "encoder", "min_surface_chars"}
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--templates", required=True, type=Path, help="templates.parquet")
+    parser.add_argument("--notes", required=True, type=Path, help="split notes.parquet")
+    parser.add_argument("--seed-parts", nargs="+", default=["seed"], help="parts holding seeds")
+    parser.add_argument(
+        "--removed", required=True, type=Path, help="mask step's removed_values.parquet"
+    )
+    parser.add_argument("--allowlist", required=True, type=Path, help="placeholders.yaml")
+    parser.add_argument(
+        "--settings",
+        required=True,
+        type=json.loads,
+        help="JSON: fill_seed, near_threshold, against_seeds, encoder (null = bundled MiniLM, "
+        "false = no near dedup), min_surface_chars",
+    )
+    parser.add_argument("--pii", required=True, type=Path, help="PII pool to write")
+    parser.add_argument("--no-pii", required=True, type=Path, help="no-PII pool to write")
+    parser.add_argument("--removals", required=True, type=Path, help="removals table to write")
+    parser.add_argument("--summary", required=True, type=Path, help="summary.json to write")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def read_accepted_templates(path: Path) -> tuple[list[Template], dict[str, Any]]:
+    table, provenance = read_parquet_with_provenance(path)
+    missing = sorted(set(TEMPLATES_SCHEMA.names) - set(table.column_names))
+    if missing:
+        raise InputError(path, None, f"not a templates table: missing columns {missing}")
+    templates = []
+    for i, row in enumerate(table.to_pylist()):
+        if row["status"] != ACCEPTED:
+            continue
+        if not row["template"]:
+            raise InputError(path, f"row {i} ({row['template_id']})", "accepted without a template")
+        templates.append(
+            Template(
+                row["template_id"], row["seed_note_id"], row["patient_id"], row["variant"],
+                row["template"],
+            )
+        )
+    return templates, provenance
+
+
+def run(args: argparse.Namespace) -> None:
+    settings = args.settings
+    unknown = sorted(set(settings) - SETTING_KEYS)
+    if unknown:
+        raise ConfigError(f"pool settings: unknown keys {unknown}; known: {sorted(SETTING_KEYS)}")
+    allowlist = load_allowlist(args.allowlist)
+    templates, template_provenance = read_accepted_templates(args.templates)
+    seeds = [n for n in read_notes(args.notes) if n.split in set(args.seed_parts)]
+    phi = [surface for surface, _ in load_phi_surfaces(args.removed)]
+    min_chars = int(settings.get("min_surface_chars", 3))
+    backend = template_provenance.get("params", {}).get("settings", {}).get("backend", {})
+    source = f"synthetic:template:{backend.get('kind', 'none')}"
+    encoder = None
+    if settings.get("encoder", None) is not False:
+        from synthdeid.embeddings import SentenceEncoder
+
+        encoder = SentenceEncoder.load(settings.get("encoder"))
+    result = build_pools(
+        templates,
+        seeds,
+        filler=TemplateFiller(allowlist, seed=int(settings.get("fill_seed", 0)), forbidden=phi),
+        surfaces=SurfaceIndex(phi, min_chars=min_chars),
+        encoder=encoder,
+        dedup=DedupSettings(
+            near_threshold=float(settings.get("near_threshold", 0.95)),
+            against_seeds=bool(settings.get("against_seeds", True)),
+        ),
+        source=source,
+        progress=not args.no_progress,
+    )
+    provenance = make_provenance(
+        "fill-templates",
+        {
+            "settings": settings,
+            "seed_parts": args.seed_parts,
+            "source": source,
+            "templates": template_provenance.get("params", {}),
+        },
+        {
+            "templates": args.templates,
+            "notes": args.notes,
+            "removed": args.removed,
+            "allowlist": args.allowlist,
+        },
+    )
+    write_notes(result.pii, args.pii, provenance)
+    write_notes(result.no_pii, args.no_pii, provenance)
+    write_parquet_atomic(result.removals_table(), args.removals, provenance)
+    counts = {**result.counts, "seeds_compared": len(seeds)}
+    write_json_atomic({"summary": counts, "provenance": provenance}, args.summary)
+    log.info(
+        "pools: %d PII notes (%d spans), %d no-PII notes; removed %s",
+        counts["pii_notes"],
+        counts["pii_spans"],
+        counts["no_pii_notes"],
+        counts["removed"] or "nothing",
+    )
+

@@ -1,0 +1,222 @@
+"""From accepted templates to PII and no-PII synthetic pools.
+
+Four steps, each counted:
+
+1. **fill**: placeholders become locally generated values, never a seed PHI
+   surface; offsets are recorded at insertion and checked on every note
+   (``text[start:end]`` is the inserted value, 100% of spans);
+2. **exact dedup**: the normalised text (whitespace collapsed, case folded)
+   is hashed; a note equal to an earlier synthetic note or to any seed note
+   is removed;
+3. **near dedup**: MiniLM sentence embeddings; a note whose cosine similarity
+   to an earlier synthetic note, or to any seed note, reaches the threshold is
+   removed (seed comparison can be switched off for backend ``none``, whose
+   notes are the seeds with new identifiers by design);
+4. **screen**: a note containing any seed PHI surface (the mask step's
+   removed values; whole word, any case) anywhere is dropped.
+
+What survives is split into the PII pool (at least one span) and the no-PII
+pool, in the canonical notes schema with ``split = synthetic``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from synthdeid.embeddings import SentenceEncoder, cosine_max_similarity
+from synthdeid.mentions import SurfaceIndex
+from synthdeid.notes import Note
+from synthdeid.synthesis.fill import TemplateFiller, check_fill
+
+log = logging.getLogger(__name__)
+
+SYNTHETIC_SPLIT = "synthetic"
+
+REMOVALS_SCHEMA = pa.schema(
+    [
+        pa.field("note_id", pa.string(), nullable=False),
+        pa.field("step", pa.string(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("matched", pa.string()),
+        pa.field("similarity", pa.float64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Template:
+    """An accepted template and where it came from."""
+
+    template_id: str
+    seed_note_id: str
+    patient_id: str
+    variant: str
+    text: str
+
+
+@dataclass(frozen=True)
+class DedupSettings:
+    near_threshold: float = 0.95
+    against_seeds: bool = True
+    batch_size: int = 32
+
+
+@dataclass(frozen=True)
+class Removal:
+    note_id: str
+    step: str
+    reason: str
+    matched: str | None = None
+    similarity: float | None = None
+
+
+@dataclass
+class PoolResult:
+    pii: list[Note] = field(default_factory=list)
+    no_pii: list[Note] = field(default_factory=list)
+    removals: list[Removal] = field(default_factory=list)
+    counts: dict[str, Any] = field(default_factory=dict)
+
+    def removals_table(self) -> pa.Table:
+        return pa.Table.from_pylist([vars(r) for r in self.removals], schema=REMOVALS_SCHEMA)
+
+
+def synthetic_note_id(template_id: str) -> str:
+    return "syn:" + template_id.removeprefix("tpl:")
+
+
+def fill_templates(
+    templates: Sequence[Template], filler: TemplateFiller, source: str
+) -> list[Note]:
+    """Filled notes, every one checked: spans exact, in range, not overlapping."""
+    notes = []
+    for template in templates:
+        filled = filler.fill(template.text, template.template_id)
+        check_fill(filled)
+        notes.append(
+            Note(
+                note_id=synthetic_note_id(template.template_id),
+                patient_id=template.patient_id,
+                text=filled.text,
+                spans=tuple(filled.spans),
+                source=source,
+                split=SYNTHETIC_SPLIT,
+            )
+        )
+    return notes
+
+
+def normalized_hash(text: str) -> str:
+    return hashlib.sha256(" ".join(text.split()).casefold().encode()).hexdigest()
+
+
+def exact_dedup(notes: Sequence[Note], seeds: Sequence[Note]) -> tuple[list[Note], list[Removal]]:
+    seed_hashes = {normalized_hash(s.text): s.note_id for s in seeds}
+    seen: dict[str, str] = {}
+    kept: list[Note] = []
+    removed: list[Removal] = []
+    for note in notes:
+        key = normalized_hash(note.text)
+        if key in seed_hashes:
+            removed.append(Removal(note.note_id, "exact_dedup", "equals_seed", seed_hashes[key]))
+        elif key in seen:
+            removed.append(Removal(note.note_id, "exact_dedup", "equals_synthetic", seen[key]))
+        else:
+            seen[key] = note.note_id
+            kept.append(note)
+    return kept, removed
+
+
+def near_dedup(
+    notes: Sequence[Note],
+    seeds: Sequence[Note],
+    encoder: SentenceEncoder,
+    settings: DedupSettings,
+    progress: bool = False,
+) -> tuple[list[Note], list[Removal]]:
+    """Drop notes too similar to an earlier synthetic note or (optionally) to a seed."""
+    if not notes:
+        return [], []
+    embedded = encoder.embed([n.text for n in notes], batch_size=settings.batch_size, progress=progress)
+    within, within_index = cosine_max_similarity(embedded, embedded, exclude_self=True)
+    to_seed = np.full(len(notes), -1.0)
+    seed_index = np.zeros(len(notes), dtype=int)
+    if settings.against_seeds and seeds:
+        seed_emb = encoder.embed([s.text for s in seeds], batch_size=settings.batch_size, progress=progress)
+        to_seed, seed_index = cosine_max_similarity(embedded, seed_emb)
+    kept: list[Note] = []
+    removed: list[Removal] = []
+    for i, note in enumerate(notes):
+        if to_seed[i] >= settings.near_threshold:
+            match = seeds[int(seed_index[i])].note_id
+            removed.append(Removal(note.note_id, "near_dedup", "near_seed", match, float(to_seed[i])))
+        elif within[i] >= settings.near_threshold:
+            match = notes[int(within_index[i])].note_id
+            removed.append(
+                Removal(note.note_id, "near_dedup", "near_synthetic", match, float(within[i]))
+            )
+        else:
+            kept.append(note)
+    return kept, removed
+
+
+def screen_phi(notes: Sequence[Note], surfaces: SurfaceIndex) -> tuple[list[Note], list[Removal]]:
+    """Drop every note in which some seed PHI surface occurs (whole word, any case)."""
+    kept: list[Note] = []
+    removed: list[Removal] = []
+    for note in notes:
+        hits = surfaces.find(note.text)
+        if hits:
+            removed.append(Removal(note.note_id, "screen", f"seed_phi_surface x{len(hits)}"))
+        else:
+            kept.append(note)
+    return kept, removed
+
+
+def build_pools(
+    templates: Sequence[Template],
+    seeds: Sequence[Note],
+    *,
+    filler: TemplateFiller,
+    surfaces: SurfaceIndex,
+    encoder: SentenceEncoder | None,
+    dedup: DedupSettings,
+    source: str,
+    progress: bool = False,
+) -> PoolResult:
+    """Fill, dedup (exact, then near when an encoder is given), screen and split."""
+    result = PoolResult()
+    notes = fill_templates(templates, filler, source)
+    result.counts["templates"] = len(templates)
+    result.counts["filled"] = len(notes)
+    result.counts["filled_spans"] = sum(len(n.spans) for n in notes)
+    notes, removed = exact_dedup(notes, seeds)
+    result.removals.extend(removed)
+    if encoder is not None:
+        notes, removed = near_dedup(notes, seeds, encoder, dedup, progress)
+        result.removals.extend(removed)
+    notes, removed = screen_phi(notes, surfaces)
+    result.removals.extend(removed)
+    result.pii = [n for n in notes if n.spans]
+    result.no_pii = [n for n in notes if not n.spans]
+    by_reason: dict[str, int] = {}
+    for removal in result.removals:
+        key = f"{removal.step}:{removal.reason.split(' ')[0]}"
+        by_reason[key] = by_reason.get(key, 0) + 1
+    result.counts.update(
+        removed=dict(sorted(by_reason.items())),
+        pii_notes=len(result.pii),
+        no_pii_notes=len(result.no_pii),
+        pii_spans=sum(len(n.spans) for n in result.pii),
+        screened_surfaces=len(surfaces),
+        unscreened_short_surfaces=surfaces.skipped,
+        near_dedup="on" if encoder is not None else "off",
+    )
+    return result

@@ -1,0 +1,157 @@
+"""Generate templates from masked seeds with an LLM backend (or none), validated.
+
+Reads the mask step's masked notes and removed values, builds one request per
+seed x variant x copy from the prompt file, sends it through the guarded
+backend and validates every answer. Writes the templates table (every
+attempt, with its status and reason) and a summary with the acceptance rate,
+the guard's refusals and token counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from synthdeid.artifacts import make_provenance, write_json_atomic, write_parquet_atomic
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.identifiers import IdentifierScanner
+from synthdeid.llm.factory import build_backend
+from synthdeid.llm.guard import GuardedBackend, RequestGuard, load_phi_surfaces
+from synthdeid.notes import Note, read_notes
+from synthdeid.synthesis.placeholders import iter_placeholders, load_allowlist
+from synthdeid.synthesis.prompts import load_prompt
+from synthdeid.synthesis.templates import (
+    GenerationReport,
+    identity_templates,
+    llm_templates,
+    lowercase_vocabulary,
+    plan_jobs,
+    records_to_table,
+)
+from synthdeid.synthesis.validator import TemplateValidator, ValidatorSettings
+
+log = logging.getLogger(__name__)
+
+SETTING_KEYS = {"backend", "variants", "generation", "seed", "validator", "guard"}
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--masked", required=True, type=Path, help="mask step's masked.parquet")
+    parser.add_argument(
+        "--removed", required=True, type=Path, help="mask step's removed_values.parquet"
+    )
+    parser.add_argument("--allowlist", required=True, type=Path, help="placeholders.yaml")
+    parser.add_argument("--prompt", required=True, type=Path, help="prompt file (YAML)")
+    parser.add_argument(
+        "--settings",
+        required=True,
+        type=json.loads,
+        help="JSON: backend, variants, generation, seed, validator, guard (config synth.template)",
+    )
+    parser.add_argument(
+        "--cache-dir", type=Path, default=None, help="response cache (reruns send nothing)"
+    )
+    parser.add_argument("--out", required=True, type=Path, help="templates.parquet to write")
+    parser.add_argument("--summary", required=True, type=Path, help="summary.json to write")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def check_settings(settings: Mapping[str, Any]) -> None:
+    unknown = sorted(set(settings) - SETTING_KEYS)
+    if unknown:
+        raise ConfigError(f"template settings: unknown keys {unknown}; known: {sorted(SETTING_KEYS)}")
+    variants = settings.get("variants", {})
+    bad = {k: v for k, v in variants.items() if not isinstance(v, int) or v < 0}
+    if bad:
+        raise ConfigError(f"template variants: copies must be integers >= 0, got {bad}")
+
+
+def check_seed_placeholders(path: Path, seeds: list[Note], allowlist_names: set[str]) -> None:
+    """Masked seeds must speak the allowlist (e.g. not the coarse PER/ORG view)."""
+    for note in seeds:
+        for found in iter_placeholders(note.text):
+            if found.name not in allowlist_names:
+                raise InputError(
+                    path,
+                    f"note {note.note_id!r}",
+                    f"placeholder [[{found.name}_n]] is not on the allowlist",
+                    "mask with label_view canonical, or add the name to the allowlist",
+                )
+
+
+def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]]:
+    settings = args.settings
+    check_settings(settings)
+    allowlist = load_allowlist(args.allowlist)
+    prompt = load_prompt(args.prompt, allowlist)
+    seeds = read_notes(args.masked)
+    if not seeds:
+        raise InputError(args.masked, None, "no masked seed notes")
+    check_seed_placeholders(args.masked, seeds, set(allowlist.names))
+    scanner = IdentifierScanner(common_words=lowercase_vocabulary(n.text for n in seeds))
+    validator_settings = settings.get("validator", {})
+    validator = TemplateValidator(
+        allowlist,
+        scanner,
+        ValidatorSettings(
+            length_ratio=tuple(validator_settings.get("length_ratio", (0.5, 2.0))),
+            max_copied_ngram_share=validator_settings.get("max_copied_ngram_share", 0.5),
+        ),
+    )
+    backend = build_backend(settings.get("backend", {"kind": "none"}), cache_dir=args.cache_dir)
+    extra: dict[str, Any] = {"seeds": len(seeds), "backend": settings.get("backend", {})}
+    if backend is None:
+        report = identity_templates(seeds, validator)
+        extra["backend_description"] = {"backend": "none"}
+    else:
+        guard = RequestGuard(
+            (surface for surface, _ in load_phi_surfaces(args.removed)),
+            scanner,
+            min_surface_chars=settings.get("guard", {}).get("min_surface_chars", 3),
+        )
+        guarded = GuardedBackend(backend, guard)
+        jobs = plan_jobs(seeds, settings.get("variants", {"standard": 1}), prompt)
+        report = llm_templates(
+            jobs,
+            guarded,
+            prompt,
+            validator,
+            generation=settings.get("generation", {}),
+            base_seed=int(settings.get("seed", 0)),
+            progress=not args.no_progress,
+        )
+        extra["backend_description"] = backend.describe()
+        extra["guard"] = {
+            "sent": guarded.sent,
+            "refused": guarded.refused,
+            "refusal_reasons": dict(guarded.refusal_reasons),
+        }
+    report.extra.update(extra)
+    provenance = make_provenance(
+        "generate-templates",
+        {
+            "settings": settings,
+            "prompt": prompt.provenance(),
+            "allowlist": {"version": allowlist.version, "sha256": allowlist.fingerprint},
+        },
+        {"masked": args.masked, "allowlist": args.allowlist, "prompt": args.prompt},
+    )
+    return report, provenance
+
+
+def run(args: argparse.Namespace) -> None:
+    report, provenance = generate(args)
+    write_parquet_atomic(records_to_table(report.records), args.out, provenance)
+    summary = report.summary()
+    write_json_atomic({"summary": summary, "provenance": provenance}, args.summary)
+    log.info(
+        "templates: %d requested, %d accepted (%.1f%%); rejections %s",
+        summary["requested"],
+        summary["accepted"],
+        100 * (summary["acceptance_rate"] or 0.0),
+        summary["rejections"] or "none",
+    )

@@ -1,0 +1,219 @@
+"""Template generation: masked seeds -> (LLM backend) -> validated templates.
+
+Each masked seed note is rewritten once per requested copy of every prompt
+variant. Requests carry masked text only and pass the request guard (no seed
+PHI surface, nothing identifier-like) before they are sent; a refused request
+is counted and never reaches the backend. Answers go through the
+:class:`~synthdeid.synthesis.validator.TemplateValidator`; every attempt,
+accepted or rejected with its reason, becomes one row of the templates table.
+
+Backend ``none`` sends nothing: every masked seed is its own template (the
+``seed`` pseudo-variant, copy check off). It exercises everything downstream
+(validator, fill, dedup, screen, pools, diagnostics) without a language model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow as pa
+
+from synthdeid.llm.base import ChatBackend, ChatFailure, ChatResponse
+from synthdeid.notes import Note
+from synthdeid.synthesis.prompts import PromptSpec, Variant, seed_variant
+from synthdeid.synthesis.validator import TemplateValidator, Verdict, reject
+
+log = logging.getLogger(__name__)
+
+ACCEPTED = "accepted"
+REJECTED = "rejected"
+REFUSED_BY_GUARD = "refused_by_guard"
+BACKEND_FAILURE = "backend_failure"
+
+TEMPLATES_SCHEMA = pa.schema(
+    [
+        pa.field("template_id", pa.string(), nullable=False),
+        pa.field("seed_note_id", pa.string(), nullable=False),
+        pa.field("patient_id", pa.string(), nullable=False),
+        pa.field("variant", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("reason", pa.string()),
+        pa.field("detail", pa.string(), nullable=False),
+        pa.field("template", pa.string()),
+        pa.field("request_sha256", pa.string()),
+        pa.field("input_tokens", pa.int32()),
+        pa.field("output_tokens", pa.int32()),
+        pa.field("cached", pa.bool_(), nullable=False),
+    ]
+)
+
+_LOWER_WORD_RE = re.compile(r"\b[a-z]+\b")
+
+
+@dataclass(frozen=True)
+class TemplateJob:
+    """One requested rewrite: a masked seed, a variant and a copy number."""
+
+    template_id: str
+    seed: Note
+    variant: Variant
+    copy: int
+
+    def request_seed(self, base_seed: int) -> int:
+        digest = hashlib.sha256(f"{base_seed}:{self.template_id}".encode()).digest()
+        return int.from_bytes(digest[:4], "big")
+
+
+@dataclass(frozen=True)
+class TemplateRecord:
+    job: TemplateJob
+    verdict: Verdict
+    request_sha256: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached: bool = False
+
+    @property
+    def status(self) -> str:
+        return ACCEPTED if self.verdict.accepted else REJECTED
+
+
+@dataclass
+class GenerationReport:
+    """What the step did, for its summary.json."""
+
+    records: list[TemplateRecord] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> dict[str, Any]:
+        by_variant: dict[str, Counter[str]] = {}
+        for record in self.records:
+            by_variant.setdefault(record.job.variant.name, Counter())[record.status] += 1
+        accepted = sum(r.verdict.accepted for r in self.records)
+        return {
+            "requested": len(self.records),
+            "accepted": accepted,
+            "acceptance_rate": accepted / len(self.records) if self.records else None,
+            "rejections": dict(
+                sorted(Counter(r.verdict.reason for r in self.records if r.verdict.reason).items())
+            ),
+            "by_variant": {
+                name: {
+                    "requested": sum(c.values()),
+                    "accepted": c[ACCEPTED],
+                    "acceptance_rate": c[ACCEPTED] / sum(c.values()),
+                }
+                for name, c in sorted(by_variant.items())
+            },
+            "input_tokens": sum(r.input_tokens or 0 for r in self.records),
+            "output_tokens": sum(r.output_tokens or 0 for r in self.records),
+            "cached_responses": sum(r.cached for r in self.records),
+            **self.extra,
+        }
+
+
+def template_id(seed_note_id: str, variant: str, copy: int) -> str:
+    return f"tpl:{seed_note_id}:{variant}:{copy}"
+
+
+def plan_jobs(seeds: Sequence[Note], variants: Mapping[str, int], prompt: PromptSpec) -> list[TemplateJob]:
+    """Every seed x every variant x its number of copies, in a stable order."""
+    jobs = []
+    for seed in seeds:
+        for name, copies in variants.items():
+            variant = prompt.variant(name)
+            jobs.extend(
+                TemplateJob(template_id(seed.note_id, name, k), seed, variant, k)
+                for k in range(copies)
+            )
+    return jobs
+
+
+def lowercase_vocabulary(texts: Iterable[str]) -> set[str]:
+    """Words written in lower case somewhere in ``texts`` (ordinary words, not names).
+
+    Masked seeds hold no gold names (masking propagates every gold surface),
+    so a word seen in lower case there is a common word even where it is
+    also a first name ("will", "rose"): the identifier scanner ignores it.
+    """
+    words: set[str] = set()
+    for text in texts:
+        words.update(_LOWER_WORD_RE.findall(text))
+    return words
+
+
+def identity_templates(seeds: Sequence[Note], validator: TemplateValidator) -> GenerationReport:
+    """Backend ``none``: each masked seed is validated as its own template."""
+    variant = seed_variant(validator.allowlist)
+    # the seed is its own template: the copy check would reject every one
+    validator = TemplateValidator(
+        validator.allowlist,
+        validator.scanner,
+        replace(validator.settings, max_copied_ngram_share=None),
+    )
+    report = GenerationReport()
+    for seed in seeds:
+        job = TemplateJob(template_id(seed.note_id, variant.name, 0), seed, variant, 0)
+        verdict = validator.validate_template(seed.text, variant, seed.text)
+        report.records.append(TemplateRecord(job, verdict))
+    return report
+
+
+def llm_templates(
+    jobs: Sequence[TemplateJob],
+    backend: ChatBackend,
+    prompt: PromptSpec,
+    validator: TemplateValidator,
+    *,
+    generation: Mapping[str, Any],
+    base_seed: int,
+    progress: bool = False,
+) -> GenerationReport:
+    """Send every job's request through ``backend`` (a guarded one) and validate the answers."""
+    from synthdeid.llm.base import request_hash
+
+    requests = [
+        prompt.request(job.variant, job.seed.text, generation=generation, seed=job.request_seed(base_seed))
+        for job in jobs
+    ]
+    results = backend.complete_many(requests, progress=progress)
+    report = GenerationReport()
+    for job, request, result in zip(jobs, requests, results, strict=True):
+        sha = request_hash(backend.name, backend.model, request)
+        if isinstance(result, ChatFailure):
+            reason = REFUSED_BY_GUARD if result.reason.startswith("refused by guard") else BACKEND_FAILURE
+            report.records.append(TemplateRecord(job, reject(reason, result.reason), sha))
+            continue
+        assert isinstance(result, ChatResponse)
+        verdict = validator.validate_answer(result.text, job.variant, job.seed.text)
+        report.records.append(
+            TemplateRecord(job, verdict, sha, result.input_tokens, result.output_tokens, result.cached)
+        )
+    return report
+
+
+def records_to_table(records: Sequence[TemplateRecord]) -> pa.Table:
+    rows = [
+        {
+            "template_id": r.job.template_id,
+            "seed_note_id": r.job.seed.note_id,
+            "patient_id": r.job.seed.patient_id,
+            "variant": r.job.variant.name,
+            "status": r.status,
+            "reason": r.verdict.reason,
+            "detail": r.verdict.detail,
+            "template": r.verdict.template,
+            "request_sha256": r.request_sha256,
+            "input_tokens": r.input_tokens,
+            "output_tokens": r.output_tokens,
+            "cached": r.cached,
+        }
+        for r in records
+    ]
+    return pa.Table.from_pylist(rows, schema=TEMPLATES_SCHEMA)

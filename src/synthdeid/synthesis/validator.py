@@ -1,0 +1,183 @@
+"""Template validator: what an LLM answer must satisfy before it is filled.
+
+A template is accepted only when, in this order:
+
+1. the answer parses as a JSON object with a string ``note`` (one surrounding
+   Markdown code fence is tolerated; nothing else) -> ``invalid_json`` /
+   ``missing_note``; an empty note -> ``empty``;
+2. every placeholder-looking token is a well-formed ``[[NAME_n]]``
+   (``malformed_placeholder``), on the allowlist (``placeholder_not_allowlisted``)
+   and allowed by the request's variant (``placeholder_not_in_variant``);
+3. the variant's expectation holds: at least one placeholder
+   (``missing_placeholder``), a repeated placeholder (``missing_repetition``) or
+   none at all (``unexpected_placeholder``);
+4. nothing identifier-like remains outside placeholders: dates, phone and ID
+   digit runs, emails, URLs, capitalised tokens from a name list
+   (``identifier_like:<kind>``);
+5. the length in words is within ``length_ratio`` of the seed's (``length_ratio``);
+6. the answer is not a copy of its masked seed: the share of the template's
+   word 8-grams found in the seed is below ``max_copied_ngram_share``
+   (``copied_seed``; switched off for backend ``none``, whose templates are
+   the seeds by design).
+
+Rejections keep their reason and a detail that never quotes a found
+identifier (only its kind and position), so logs and summaries stay clean.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from synthdeid.identifiers import IdentifierScanner
+from synthdeid.synthesis.placeholders import (
+    PLACEHOLDER_LIKE_RE,
+    PlaceholderAllowlist,
+    iter_placeholders,
+)
+from synthdeid.synthesis.prompts import Variant
+
+COPY_NGRAM = 8
+_FENCE_RE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?```\s*$", re.DOTALL | re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ValidatorSettings:
+    length_ratio: tuple[float, float] = (0.5, 2.0)
+    max_copied_ngram_share: float | None = 0.5  # None: no copy check
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The validator's answer: a template, or the reason it was rejected."""
+
+    template: str | None
+    reason: str | None = None
+    detail: str = ""
+
+    @property
+    def accepted(self) -> bool:
+        return self.reason is None
+
+
+def reject(reason: str, detail: str = "") -> Verdict:
+    return Verdict(None, reason, detail)
+
+
+def parse_answer(answer: str) -> Verdict:
+    """The ``note`` string of a JSON answer, or ``invalid_json`` / ``missing_note`` / ``empty``."""
+    fenced = _FENCE_RE.match(answer)
+    body = fenced.group(1) if fenced else answer
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError as exc:
+        return reject("invalid_json", f"line {exc.lineno} column {exc.colno}: {exc.msg}")
+    if not isinstance(data, dict) or not isinstance(data.get("note"), str):
+        return reject("missing_note", 'expected a JSON object with a string "note"')
+    if not data["note"].strip():
+        return reject("empty", "the note is empty")
+    return Verdict(data["note"])
+
+
+def _words(text: str) -> list[str]:
+    return text.casefold().split()
+
+
+def copied_share(template: str, seed: str, n: int = COPY_NGRAM) -> float:
+    """Share of the template's word n-grams that also occur in the seed (0 for short texts)."""
+    words = _words(template)
+    grams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+    if not grams:
+        return 0.0
+    seed_words = _words(seed)
+    seed_grams = {tuple(seed_words[i : i + n]) for i in range(len(seed_words) - n + 1)}
+    return sum(g in seed_grams for g in grams) / len(grams)
+
+
+class TemplateValidator:
+    """Checks templates against the allowlist, a variant and the seed they rewrite."""
+
+    def __init__(
+        self,
+        allowlist: PlaceholderAllowlist,
+        scanner: IdentifierScanner,
+        settings: ValidatorSettings | None = None,
+    ) -> None:
+        self.allowlist = allowlist
+        self.scanner = scanner
+        self.settings = settings or ValidatorSettings()
+
+    def check_placeholders(self, template: str, variant: Variant) -> Verdict | None:
+        wellformed = {(m.start, m.end) for m in iter_placeholders(template)}
+        for match in PLACEHOLDER_LIKE_RE.finditer(template):
+            if (match.start(), match.end()) not in wellformed:
+                return reject("malformed_placeholder", f"at offset {match.start()}")
+        counts: Counter[str] = Counter()
+        for found in iter_placeholders(template):
+            if found.name not in self.allowlist:
+                return reject("placeholder_not_allowlisted", f"[[{found.name}_n]]")
+            if found.name not in variant.placeholders:
+                kind = "unexpected_placeholder" if variant.expect == "none" else None
+                return reject(kind or "placeholder_not_in_variant", f"[[{found.name}_n]]")
+            counts[found.token] += 1
+        if variant.expect == "placeholders" and not counts:
+            return reject("missing_placeholder", "the variant asks for identifiers")
+        if variant.expect == "repetition" and not any(c > 1 for c in counts.values()):
+            return reject("missing_repetition", "no placeholder is used twice")
+        return None
+
+    def check_identifiers(self, template: str) -> Verdict | None:
+        findings = self.scanner.scan(template)
+        if not findings:
+            return None
+        first = findings[0]
+        kinds = sorted({f.kind for f in findings})
+        return reject(
+            f"identifier_like:{first.kind}",
+            f"{len(findings)} identifier-like string(s) ({', '.join(kinds)}); "
+            f"first at offset {first.start}",
+        )
+
+    def check_length(self, template: str, seed: str) -> Verdict | None:
+        low, high = self.settings.length_ratio
+        ratio = len(template.split()) / max(1, len(seed.split()))
+        if not low <= ratio <= high:
+            return reject("length_ratio", f"{ratio:.2f} of the seed's words, allowed {low}-{high}")
+        return None
+
+    def check_copy(self, template: str, seed: str) -> Verdict | None:
+        limit = self.settings.max_copied_ngram_share
+        if limit is None:
+            return None
+        share = copied_share(template, seed)
+        if share >= limit:
+            return reject("copied_seed", f"{share:.0%} of its word {COPY_NGRAM}-grams are the seed's")
+        return None
+
+    def validate_template(self, template: str, variant: Variant, seed: str) -> Verdict:
+        """Checks 2-6 on a template already extracted from its answer."""
+        checks = (
+            lambda: self.check_placeholders(template, variant),
+            lambda: self.check_identifiers(template),
+            lambda: self.check_length(template, seed),
+            lambda: self.check_copy(template, seed),
+        )
+        for check in checks:
+            verdict = check()
+            if verdict is not None:
+                return verdict
+        return Verdict(template)
+
+    def validate_answer(self, answer: str, variant: Variant, seed: str) -> Verdict:
+        """All checks on a raw LLM answer."""
+        parsed = parse_answer(answer)
+        if not parsed.accepted or parsed.template is None:
+            return parsed
+        return self.validate_template(parsed.template, variant, seed)
+
+
+def rejection_counts(verdicts: Sequence[Verdict]) -> dict[str, int]:
+    return dict(sorted(Counter(v.reason for v in verdicts if v.reason).items()))

@@ -1,0 +1,77 @@
+"""Prompt files: loading, checks and rendering (only masked text is rendered)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from synthesis_helpers import PROMPT_PATH, SEED_TEXT, allowlist, prompt
+
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.synthesis.placeholders import iter_placeholders, load_allowlist, parse_allowlist
+from synthdeid.synthesis.prompts import load_prompt
+
+
+def test_shipped_prompt_and_allowlist_load():
+    spec = prompt()
+    assert spec.version and len(spec.fingerprint) == 16
+    assert {"standard", "no_pii", "per_absent_dates", "repeated_mentions"} <= set(spec.variants)
+    assert not spec.variants["no_pii"].pii and spec.variants["standard"].pii
+    assert allowlist().label_of("DOCTOR") == "DOCTOR"
+
+
+def test_render_contains_the_masked_note_and_the_variant_placeholders():
+    spec = prompt()
+    system, user = spec.render(spec.variant("per_absent_dates"), SEED_TEXT)
+    assert system.role == "system" and user.role == "user"
+    assert SEED_TEXT in user.content
+    assert "[[DATE_n]]" in user.content and "[[DOCTOR_n]]" not in user.content
+    assert "$" not in user.content
+
+
+def test_request_carries_generation_settings_and_seed():
+    spec = prompt()
+    request = spec.request(
+        spec.variant("standard"), SEED_TEXT, generation={"temperature": 0.3}, seed=5
+    )
+    assert request.temperature == 0.3 and request.seed == 5 and request.json_mode
+
+
+def test_unknown_variant_is_a_config_error():
+    with pytest.raises(ConfigError, match="no variant 'bogus'"):
+        prompt().variant("bogus")
+
+
+def _write(tmp_path, data):
+    path = tmp_path / "prompt.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_bad_prompt_files(tmp_path):
+    base = yaml.safe_load(PROMPT_PATH.read_text())
+    bad_sub = {**base, "user": base["user"] + " $unknown"}
+    with pytest.raises(InputError, match="unknown substitutions"):
+        load_prompt(_write(tmp_path, bad_sub), allowlist())
+    bad_name = {**base, "variants": {"x": {**base["variants"]["standard"], "placeholders": ["EMAIL"]}}}
+    with pytest.raises(InputError, match="not allowlisted"):
+        load_prompt(_write(tmp_path, bad_name), allowlist())
+    bad_expect = {**base, "variants": {"x": {**base["variants"]["no_pii"], "expect": "placeholders"}}}
+    with pytest.raises(InputError, match="expect 'none'"):
+        load_prompt(_write(tmp_path, bad_expect), allowlist())
+
+
+def test_bad_allowlists(tmp_path):
+    with pytest.raises(InputError, match="not one of"):
+        parse_allowlist({"placeholders": {"EMAIL": {"label": "EMAIL", "generator": "x"}}}, "f")
+    with pytest.raises(InputError, match="upper-case"):
+        parse_allowlist({"placeholders": {"doctor": {"label": "DOCTOR", "generator": "x"}}}, "f")
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_allowlist(tmp_path / "missing.yaml")
+
+
+def test_iter_placeholders():
+    found = list(iter_placeholders("a [[DOCTOR_1]] b [[DATE_12]] [[x_1]]"))
+    assert [(m.name, m.number, m.token) for m in found] == [
+        ("DOCTOR", 1, "[[DOCTOR_1]]"),
+        ("DATE", 12, "[[DATE_12]]"),
+    ]

@@ -1,0 +1,72 @@
+rule generate_templates:
+    """Rewrite masked seeds into templates with an LLM backend, validated (seed 000).
+
+    input:  masked.parquet and removed_values.parquet (mask_seeds), the
+            placeholder allowlist and the versioned prompt file
+    output: templates.parquet (every attempt: variant, status, rejection reason,
+            template, request hash, tokens), summary.json (acceptance rate,
+            rejections by reason, guard refusals, tokens)
+    Only masked text is sent, and every request passes the guard first (no
+    seed PHI surface, nothing identifier-like). Backend none sends nothing:
+    each masked seed is its own template. Responses are cached by request
+    hash in cache/llm_responses/, so a rerun sends nothing it already sent.
+    """
+    input:
+        masked=rules.mask_seeds.output.masked,
+        removed=rules.mask_seeds.output.removed,
+        allowlist=TEMPLATE["allowlist"],
+        prompt=TEMPLATE["prompt"],
+    output:
+        templates="results/generate_templates/{corpus}/templates.parquet",
+        summary="results/generate_templates/{corpus}/summary.json",
+    log:
+        "logs/generate_templates/{corpus}.log",
+    benchmark:
+        "benchmarks/generate_templates/{corpus}.tsv"
+    conda:
+        "../../envs/gpu.yaml"
+    params:
+        settings=template_settings(),
+        cache_dir=LLM_CACHE_DIR,
+    shell:
+        "synthdeid --log {log:q} generate-templates --masked {input.masked:q}"
+        " --removed {input.removed:q} --allowlist {input.allowlist:q}"
+        " --prompt {input.prompt:q} --settings {params.settings:q}"
+        " --cache-dir {params.cache_dir:q} --out {output.templates:q}"
+        " --summary {output.summary:q}"
+
+
+rule fill_templates:
+    """Fill accepted templates locally (exact offsets), dedup, screen; write the pools.
+
+    input:  templates.parquet, the split notes (seed notes to dedup against),
+            removed_values.parquet (the seed PHI surfaces to screen for)
+    output: pii.parquet and no_pii.parquet (canonical notes schema, split
+            "synthetic"), removals.parquet (what each step dropped and why),
+            summary.json
+    """
+    input:
+        templates=rules.generate_templates.output.templates,
+        notes=rules.split_notes.output.notes,
+        removed=rules.mask_seeds.output.removed,
+        allowlist=TEMPLATE["allowlist"],
+    output:
+        pii="results/fill_templates/{corpus}/pii.parquet",
+        no_pii="results/fill_templates/{corpus}/no_pii.parquet",
+        removals="results/fill_templates/{corpus}/removals.parquet",
+        summary="results/fill_templates/{corpus}/summary.json",
+    log:
+        "logs/fill_templates/{corpus}.log",
+    benchmark:
+        "benchmarks/fill_templates/{corpus}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        settings=as_json(TEMPLATE["pools"]),
+        seed_parts=config["mask"]["parts"],
+    shell:
+        "synthdeid --log {log:q} fill-templates --templates {input.templates:q}"
+        " --notes {input.notes:q} --seed-parts {params.seed_parts:q}"
+        " --removed {input.removed:q} --allowlist {input.allowlist:q}"
+        " --settings {params.settings:q} --pii {output.pii:q} --no-pii {output.no_pii:q}"
+        " --removals {output.removals:q} --summary {output.summary:q}"
