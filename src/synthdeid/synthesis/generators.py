@@ -104,7 +104,7 @@ AGE_WEIGHTS = tuple(0.8**offset for offset in range(len(AGES)))  # fewer centena
 SAINTS = (
     "Mary", "Joseph", "Luke", "Elizabeth", "Francis", "Vincent", "Anne", "John", "Jude",
     "Catherine", "Michael", "Peter", "Paul", "Agnes", "Clare", "Rose", "Anthony",
-    "Patrick", "Theresa", "Margaret", "Elizabeth", "James", "Andrew", "Luke", "Raphael",
+    "Patrick", "Theresa", "Margaret", "James", "Andrew", "Raphael", "Jerome", "Helen",
 )  # fmt: skip
 COUNTRIES = (
     "Canada", "Mexico", "Guatemala", "El Salvador", "Haiti", "Dominican Republic",
@@ -338,11 +338,11 @@ def _title(fields: _Fields) -> str:
 
 
 def _other_last(fields: _Fields) -> str:
-    first = fields["last"]
+    first = candidate = fields["last"]
     for _ in range(8):
         candidate = fields.pools.last.draw(fields.rng)
         if candidate != first:
-            return candidate
+            break
     return candidate
 
 

@@ -97,7 +97,12 @@ def run(args: argparse.Namespace) -> None:
     result = build_pools(
         templates,
         seeds,
-        filler=TemplateFiller(allowlist, seed=int(settings.get("fill_seed", 0)), forbidden=phi),
+        # the filler never draws a screened surface (shorter ones, e.g. ages, stay drawable)
+        filler=TemplateFiller(
+            allowlist,
+            seed=int(settings.get("fill_seed", 0)),
+            forbidden=[s for s in phi if len("".join(s.split())) >= min_chars],
+        ),
         surfaces=SurfaceIndex(phi, min_chars=min_chars),
         encoder=encoder,
         dedup=DedupSettings(

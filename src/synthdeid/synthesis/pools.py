@@ -99,7 +99,7 @@ def fill_templates(
     notes = []
     for template in templates:
         filled = filler.fill(template.text, template.template_id)
-        check_fill(filled)
+        check_fill(filled, template.text)  # spans exact and the text outside them unchanged
         notes.append(
             Note(
                 note_id=synthetic_note_id(template.template_id),
