@@ -31,5 +31,7 @@ def prompt() -> PromptSpec:
 
 def validator(**settings: object) -> TemplateValidator:
     return TemplateValidator(
-        allowlist(), IdentifierScanner(), ValidatorSettings(**settings)  # type: ignore[arg-type]
+        allowlist(),
+        IdentifierScanner(),
+        ValidatorSettings(**settings),  # type: ignore[arg-type]
     )

@@ -7,19 +7,23 @@ import json
 from datetime import date, timedelta
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from synthdeid.ingest import IngestSettings, ingest_corpus
 from synthdeid.labels import LabelMap
+from synthdeid.llm.guard import load_phi_surfaces
 from synthdeid.mask import mask_note
-from synthdeid.mentions import surfaces_left
+from synthdeid.mentions import surface_mentions, surfaces_left
 from synthdeid.notes import Note, read_notes
 from synthdeid.readers.physionet import parse_phrases
 from synthdeid.surrogate.keying import SECRET_VARIABLE, SurrogateKey
 from synthdeid.surrogate.operators import Mention, normalize
 from synthdeid.surrogate.operators.dates import parse_date
 from synthdeid.surrogate.replace import ReplacedNote, SurrogateReplacer
+from synthdeid.synthesis.fill import TemplateFiller
+from synthdeid.synthesis.placeholders import load_allowlist
 from workflow_helpers import copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow
@@ -82,6 +86,7 @@ def test_workflow_runs_on_the_corpus(
         "results/mask_seeds/physionet/masked.parquet",
         "results/replace_surrogates/physionet/notes.parquet",
         "results/build_mixture/physionet/real_only/summary.json",
+        "results/diagnose_synthetic/physionet/diagnostics.json",
         "--configfile",  # last: it takes several values
         "config/physionet.yaml",
     )
@@ -117,6 +122,54 @@ def test_workflow_runs_on_the_corpus(
     assert mixture["n_real"] + mixture["n_validation_notes"] == sum(
         n.split == "train" for n in split.values()
     )
+    check_template_pools(repo, results)
+
+
+def check_template_pools(repo: Path, results: Path) -> None:
+    """Backend none on the corpus: pools written, spans exact, no seed PHI surface left."""
+    pool = read_notes(results / "fill_templates" / "physionet" / "pii.parquet")
+    assert len(pool) > 50 and all(n.split == "synthetic" and n.spans for n in pool)
+    # spans exact: fill every surviving template again and compare value by value
+    config = yaml.safe_load((repo / "config" / "physionet.yaml").read_text())
+    removed = [
+        s
+        for s, _ in load_phi_surfaces(
+            results / "mask_seeds" / "physionet" / "removed_values.parquet"
+        )
+    ]
+    long_surfaces = [s for s in removed if len("".join(s.split())) >= 3]
+    filler = TemplateFiller(
+        load_allowlist(repo / "resources" / "placeholders.yaml"),
+        seed=config["synth"]["template"]["pools"]["fill_seed"],
+        forbidden=long_surfaces,
+    )
+    templates = {
+        row["template_id"]: row["template"]
+        for row in pq.read_table(
+            results / "generate_templates" / "physionet" / "templates.parquet"
+        ).to_pylist()
+    }
+    n_spans = 0
+    for note in pool:
+        filled = filler.fill(
+            templates["tpl:" + note.note_id.removeprefix("syn:")],
+            "tpl:" + note.note_id.removeprefix("syn:"),
+        )
+        assert (filled.text, filled.spans) == (note.text, note.spans)
+        for span, token in zip(note.spans, filled.tokens, strict=True):
+            assert note.text[span.start : span.end] == filled.values[token]
+            n_spans += 1
+    summary = json.loads((results / "fill_templates" / "physionet" / "summary.json").read_text())
+    assert n_spans == summary["summary"]["pii_spans"]
+    # no seed PHI surface anywhere in a synthetic note (an independent regex search)
+    left = {s for s in long_surfaces for n in pool if surface_mentions(n.text, s)}
+    assert left == set()
+    diagnostics = json.loads(
+        (results / "diagnose_synthetic" / "physionet" / "diagnostics.json").read_text()
+    )
+    assert set(diagnostics["statistics"]) >= {"real train", "synthetic PII", "real holdout"}
+    for figure in ("lengths.png", "labels.png"):
+        assert (results / "diagnose_synthetic" / "physionet" / figure).stat().st_size > 10_000
 
 
 SECRET = "physionet-integration-test-secret"

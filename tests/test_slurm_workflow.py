@@ -48,6 +48,8 @@ EXPECTED_ARTIFACTS = (
     "results/mask_seeds/**/masked.parquet",
     "results/mask_seeds/**/removed_values.parquet",
     "results/probe_gpu_env/**/environment.json",
+    "results/fill_templates/**/pii.parquet",
+    "results/diagnose_synthetic/**/labels.png",
     "results/train_ner/**/model/synthdeid_ner.json",
     "results/evaluate_ner/**/metrics.json",
     "results/compare_ner/**/runs.png",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from synthesis_helpers import allowlist
 
 from synthdeid.mentions import SurfaceIndex
 from synthdeid.notes import Note
@@ -17,14 +16,25 @@ from synthdeid.synthesis.pools import (
     near_dedup,
     screen_phi,
 )
+from synthesis_helpers import allowlist
 
 TEMPLATES = [
-    Template("tpl:s1:standard:0", "s1", "p1", "standard",
-             "Seen by [[DOCTOR_1]] on [[DATE_1]]; [[DOCTOR_1]] will call back."),
+    Template(
+        "tpl:s1:standard:0",
+        "s1",
+        "p1",
+        "standard",
+        "Seen by [[DOCTOR_1]] on [[DATE_1]]; [[DOCTOR_1]] will call back.",
+    ),
     Template("tpl:s2:no_pii:0", "s2", "p2", "no_pii", "Afebrile overnight, tolerating diet."),
     # same text as the first after whitespace and case normalisation: an exact duplicate
-    Template("tpl:s3:standard:0", "s3", "p3", "standard",
-             "seen  by [[DOCTOR_1]] on [[DATE_1]]; [[DOCTOR_1]] will call back."),
+    Template(
+        "tpl:s3:standard:0",
+        "s3",
+        "p3",
+        "standard",
+        "seen  by [[DOCTOR_1]] on [[DATE_1]]; [[DOCTOR_1]] will call back.",
+    ),
 ]
 
 
@@ -84,15 +94,25 @@ def test_screen_drops_notes_with_a_seed_phi_surface():
 def test_fill_never_produces_a_forbidden_surface():
     template = Template("tpl:x:standard:0", "x", "p", "standard", "By [[DOCTOR_1]].")
     free = build_pools(
-        [template], [], filler=filler(), surfaces=SurfaceIndex([]), encoder=None,
-        dedup=DedupSettings(), source="s",
+        [template],
+        [],
+        filler=filler(),
+        surfaces=SurfaceIndex([]),
+        encoder=None,
+        dedup=DedupSettings(),
+        source="s",
     )
     span = free.pii[0].spans[0]
     value = free.pii[0].text[span.start : span.end]
     # forbid the value drawn without constraint: the filler must draw another one
     constrained = build_pools(
-        [template], [], filler=filler(forbidden=[value]), surfaces=SurfaceIndex([value]),
-        encoder=None, dedup=DedupSettings(), source="s",
+        [template],
+        [],
+        filler=filler(forbidden=[value]),
+        surfaces=SurfaceIndex([value]),
+        encoder=None,
+        dedup=DedupSettings(),
+        source="s",
     )
     assert constrained.pii and value.casefold() not in constrained.pii[0].text.casefold()
     assert not constrained.removals

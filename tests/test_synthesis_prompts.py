@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from synthesis_helpers import PROMPT_PATH, SEED_TEXT, allowlist, prompt
 
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.synthesis.placeholders import iter_placeholders, load_allowlist, parse_allowlist
 from synthdeid.synthesis.prompts import load_prompt
+from synthesis_helpers import PROMPT_PATH, SEED_TEXT, allowlist, prompt
 
 
 def test_shipped_prompt_and_allowlist_load():
@@ -52,10 +52,16 @@ def test_bad_prompt_files(tmp_path):
     bad_sub = {**base, "user": base["user"] + " $unknown"}
     with pytest.raises(InputError, match="unknown substitutions"):
         load_prompt(_write(tmp_path, bad_sub), allowlist())
-    bad_name = {**base, "variants": {"x": {**base["variants"]["standard"], "placeholders": ["EMAIL"]}}}
+    bad_name = {
+        **base,
+        "variants": {"x": {**base["variants"]["standard"], "placeholders": ["EMAIL"]}},
+    }
     with pytest.raises(InputError, match="not allowlisted"):
         load_prompt(_write(tmp_path, bad_name), allowlist())
-    bad_expect = {**base, "variants": {"x": {**base["variants"]["no_pii"], "expect": "placeholders"}}}
+    bad_expect = {
+        **base,
+        "variants": {"x": {**base["variants"]["no_pii"], "expect": "placeholders"}},
+    }
     with pytest.raises(InputError, match="expect 'none'"):
         load_prompt(_write(tmp_path, bad_expect), allowlist())
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from synthesis_helpers import SEED_TEXT, prompt, validator
 
 from synthdeid.synthesis.validator import copied_share, parse_answer
+from synthesis_helpers import SEED_TEXT, prompt, validator
 
 GOOD = (
     "Transferred from [[HOSPITAL_1]] on [[DATE_1]] after an episode of dyspnea at rest. "
@@ -22,9 +22,7 @@ def answer(note: str) -> str:
 
 
 def verdict(note_answer: str, variant: str = "standard", **settings: object):
-    return validator(**settings).validate_answer(
-        note_answer, prompt().variant(variant), SEED_TEXT
-    )
+    return validator(**settings).validate_answer(note_answer, prompt().variant(variant), SEED_TEXT)
 
 
 def test_good_template_is_accepted():

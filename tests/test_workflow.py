@@ -41,6 +41,9 @@ def test_dry_run_plans_the_implemented_rules(repo: Path, tmp_path: Path) -> None
         "mask_seeds": 1,
         "plot_corpus_overview": 1,
         "replace_surrogates": 1,
+        "generate_templates": 1,
+        "fill_templates": 1,
+        "diagnose_synthetic": 1,
         "build_mixture": 2,
         "train_ner": 2,
         "predict_ner": 2,
@@ -99,6 +102,15 @@ def test_demo_run_trains_predicts_and_evaluates_every_run(workdir: Path) -> None
     )
     assert mixture["summary"]["n_synthetic"] > 0
     assert (results / "compare_ner" / "demo" / "runs.png").read_bytes().startswith(b"\x89PNG")
+    pool, provenance = read_parquet_with_provenance(
+        results / "fill_templates" / "demo" / "pii.parquet"
+    )
+    assert pool.schema.remove_metadata() == NOTES_SCHEMA and pool.num_rows > 10
+    assert provenance["params"]["source"] == "synthetic:template:none"
+    for figure in ("lengths.png", "labels.png"):
+        assert (
+            (results / "diagnose_synthetic" / "demo" / figure).read_bytes().startswith(b"\x89PNG")
+        )
 
 
 def test_nothing_to_do_after_a_run(workdir: Path) -> None:
@@ -115,11 +127,17 @@ def changed_config(workdir: Path, section: str, key: str, value: object) -> str:
     return str(path)
 
 
-def test_changing_a_masking_parameter_reruns_only_masking(workdir: Path) -> None:
+def test_changing_a_masking_parameter_reruns_masking_and_templates(workdir: Path) -> None:
     result = snakemake(
         workdir, "-n", "--configfile", changed_config(workdir, "mask", "label_view", "coarse")
     )
-    assert planned_jobs(result.stdout) == {"mask_seeds": 1, "all": 1}
+    assert planned_jobs(result.stdout) == {
+        "mask_seeds": 1,
+        "generate_templates": 1,
+        "fill_templates": 1,
+        "diagnose_synthetic": 1,
+        "all": 1,
+    }
     assert "Params have changed since last execution" in result.stdout
 
 
@@ -140,6 +158,15 @@ def test_changing_one_run_reruns_only_that_branch(workdir: Path) -> None:
     assert "results/train_ner/demo/real_only/model" not in result.stdout
 
 
+def test_changing_the_dedup_threshold_reruns_only_the_pool_branch(workdir: Path) -> None:
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    config["synth"]["template"]["pools"]["near_threshold"] = 0.9
+    path = workdir / "changed-pools.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(workdir, "-n", "--configfile", str(path))
+    assert planned_jobs(result.stdout) == {"fill_templates": 1, "diagnose_synthetic": 1, "all": 1}
+
+
 def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
     result = snakemake(workdir, "-n", "--configfile", changed_config(workdir, "split", "seed", 99))
     assert planned_jobs(result.stdout) == {
@@ -147,6 +174,9 @@ def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
         "mask_seeds": 1,
         "plot_corpus_overview": 1,
         "replace_surrogates": 1,
+        "generate_templates": 1,
+        "fill_templates": 1,
+        "diagnose_synthetic": 1,
         "build_mixture": 2,
         "train_ner": 2,
         "predict_ner": 2,

@@ -99,6 +99,11 @@ def template_settings():
     return as_json({key: TEMPLATE[key] for key in keys})
 
 
+def diagnostics_dir(wildcards, output):
+    """The folder of diagnose_synthetic's outputs (the stage writes them all there)."""
+    return str(Path(output.json).parent)
+
+
 # ------------------------------------------------------------ de-identification models
 
 NER = config["ner"]
@@ -113,7 +118,10 @@ if REFERENCE_RUN not in NER_RUNS:
 POOLS = {
     "surrogates": ("results/replace_surrogates/{corpus}/notes.parquet", ["seed"]),
     "template_pii": ("results/fill_templates/{corpus}/pii.parquet", ["synthetic"]),
-    "template_no_pii": ("results/fill_templates/{corpus}/no_pii.parquet", ["synthetic"]),
+    "template_no_pii": (
+        "results/fill_templates/{corpus}/no_pii.parquet",
+        ["synthetic"],
+    ),
 }
 
 

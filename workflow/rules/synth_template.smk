@@ -70,3 +70,50 @@ rule fill_templates:
         " --removed {input.removed:q} --allowlist {input.allowlist:q}"
         " --settings {params.settings:q} --pii {output.pii:q} --no-pii {output.no_pii:q}"
         " --removals {output.removals:q} --summary {output.summary:q}"
+
+
+rule diagnose_synthetic:
+    """Synthetic-vs-real diagnostics (seed 000 Tables 1, 3, 4; seed 003 section 2.3).
+
+    input:  split notes (real train and holdout parts), the PII and no-PII pools
+    output: diagnostics.json/.md/.csv (notes, PII notes, words and characters
+            median [IQR], spans, label shares, PII notes without a person,
+            within-note repetition; unigram JSD and Frechet distance of MiniLM
+            embeddings against the real train part), lengths.png, labels.png
+    """
+    input:
+        notes=rules.split_notes.output.notes,
+        pii=rules.fill_templates.output.pii,
+        no_pii=rules.fill_templates.output.no_pii,
+    output:
+        json="results/diagnose_synthetic/{corpus}/diagnostics.json",
+        md="results/diagnose_synthetic/{corpus}/diagnostics.md",
+        csv="results/diagnose_synthetic/{corpus}/diagnostics.csv",
+        lengths=report(
+            "results/diagnose_synthetic/{corpus}/lengths.png",
+            caption="../report/synthetic_lengths.rst",
+            category="Synthetic data",
+            subcategory="template",
+        ),
+        labels=report(
+            "results/diagnose_synthetic/{corpus}/labels.png",
+            caption="../report/synthetic_labels.rst",
+            category="Synthetic data",
+            subcategory="template",
+        ),
+    log:
+        "logs/diagnose_synthetic/{corpus}.log",
+    benchmark:
+        "benchmarks/diagnose_synthetic/{corpus}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        out_dir=diagnostics_dir,
+    shell:
+        "synthdeid --log {log:q} diagnose-synthetic"
+        ' --subset "real train={input.notes}:train"'
+        ' --subset "synthetic (all)={input.pii}" --subset "synthetic (all)={input.no_pii}"'
+        ' --derive "synthetic PII=synthetic (all):pii"'
+        ' --derive "synthetic no-PII=synthetic (all):no-pii"'
+        ' --subset "real holdout={input.notes}:holdout"'
+        ' --reference "real train" --out-dir {params.out_dir:q}'

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -233,10 +234,13 @@ def frechet_components(
     sigma_x = np.atleast_2d(np.cov(x, rowvar=False))
     sigma_y = np.atleast_2d(np.cov(y, rowvar=False))
     mean_term = float(np.sum((mu_x - mu_y) ** 2))
-    covmean = linalg.sqrtm(sigma_x @ sigma_y)
-    if not np.isfinite(covmean).all():
-        offset = np.eye(sigma_x.shape[0]) * eps
-        covmean = linalg.sqrtm((sigma_x + offset) @ (sigma_y + offset))
+    with warnings.catch_warnings():
+        # singular products are expected (fewer notes than dimensions) and handled below
+        warnings.simplefilter("ignore", linalg.LinAlgWarning)
+        covmean = linalg.sqrtm(sigma_x @ sigma_y)
+        if not np.isfinite(covmean).all():
+            offset = np.eye(sigma_x.shape[0]) * eps
+            covmean = linalg.sqrtm((sigma_x + offset) @ (sigma_y + offset))
     imaginary = float(np.max(np.abs(np.imag(covmean)))) if np.iscomplexobj(covmean) else 0.0
     if imaginary > 1e-3:
         log.warning("Fréchet distance: discarding an imaginary part of %.3g", imaginary)
@@ -543,7 +547,8 @@ def plot_labels(diag: Diagnostics, path: Path) -> None:
             values = [shares.get(label, math.nan) for label in labels]
             values = [100 * v if math.isfinite(v) else 0.0 for v in values]
             offsets = [x + (i - (len(names) - 1) / 2) * width for x in range(len(labels))]
-            ax.bar(offsets, values, width=width, label=name)
+            empty = not diag.statistics[name]["spans"]
+            ax.bar(offsets, values, width=width, label=f"{name} (no spans)" if empty else name)
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
         ax.set_ylabel("% of spans")
         ax.grid(axis="y", alpha=0.3)

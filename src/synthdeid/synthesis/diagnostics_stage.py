@@ -11,6 +11,8 @@ the order the tables and figures show them:
     notes). So a path that itself contains ``:`` is written with a trailing
     ``:`` (``NAME=odd:name.parquet:`` keeps every note of ``odd:name.parquet``).
     Example: ``--subset "real train=results/split_notes/demo/notes.parquet:train"``.
+    The same ``NAME`` given again with another table adds that table's notes
+    (a union: ``--subset "synthetic=pii.parquet" --subset "synthetic=no_pii.parquet"``).
 ``--derive NEW=BASE:pii`` / ``--derive NEW=BASE:no-pii``
     the notes of the earlier subset ``BASE`` with at least one span (``pii``)
     or with none (``no-pii``), e.g. ``--derive "synthetic PII=synthetic (all):pii"``.
@@ -111,13 +113,16 @@ def load_subsets(specs: list[FileSubset | DerivedSubset]) -> dict[str, list[Note
     """Read every subset, in order; each table is read once however often it is named."""
     tables: dict[Path, list[Note]] = {}
     subsets: dict[str, list[Note]] = {}
+    from_files: set[str] = set()
     for spec in specs:
-        if spec.name in subsets:
+        union = isinstance(spec, FileSubset) and spec.name in from_files
+        if spec.name in subsets and not union:
             raise ConfigError(f"subset name {spec.name!r} is given twice")
         if isinstance(spec, FileSubset):
             if spec.path not in tables:
                 tables[spec.path] = read_notes(spec.path)
-            subsets[spec.name] = select_parts(tables[spec.path], spec)
+            subsets.setdefault(spec.name, []).extend(select_parts(tables[spec.path], spec))
+            from_files.add(spec.name)
         else:
             if spec.base not in subsets:
                 raise ConfigError(

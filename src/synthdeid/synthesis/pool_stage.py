@@ -70,7 +70,10 @@ def read_accepted_templates(path: Path) -> tuple[list[Template], dict[str, Any]]
             raise InputError(path, f"row {i} ({row['template_id']})", "accepted without a template")
         templates.append(
             Template(
-                row["template_id"], row["seed_note_id"], row["patient_id"], row["variant"],
+                row["template_id"],
+                row["seed_note_id"],
+                row["patient_id"],
+                row["variant"],
                 row["template"],
             )
         )
@@ -139,4 +142,3 @@ def run(args: argparse.Namespace) -> None:
         counts["no_pii_notes"],
         counts["removed"] or "nothing",
     )
-

@@ -9,8 +9,8 @@ Four steps, each counted:
    is hashed; a note equal to an earlier synthetic note or to any seed note
    is removed;
 3. **near dedup**: MiniLM sentence embeddings; a note whose cosine similarity
-   to an earlier synthetic note, or to any seed note, reaches the threshold is
-   removed (seed comparison can be switched off for backend ``none``, whose
+   to any seed note, or to a synthetic note already kept (greedy, in template
+   order), reaches the threshold is removed (seed comparison can be switched off for backend ``none``, whose
    notes are the seeds with new identifiers by design);
 4. **screen**: a note containing any seed PHI surface (the mask step's
    removed values; whole word, any case) anywhere is dropped.
@@ -30,7 +30,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from synthdeid.embeddings import SentenceEncoder, cosine_max_similarity
+from synthdeid.embeddings import (
+    SentenceEncoder,
+    cosine_max_similarity,
+    greedy_near_duplicates,
+)
 from synthdeid.mentions import SurfaceIndex
 from synthdeid.notes import Note
 from synthdeid.synthesis.fill import TemplateFiller, check_fill
@@ -141,29 +145,45 @@ def near_dedup(
     settings: DedupSettings,
     progress: bool = False,
 ) -> tuple[list[Note], list[Removal]]:
-    """Drop notes too similar to an earlier synthetic note or (optionally) to a seed."""
+    """Drop notes too similar to a seed (optionally) or to a synthetic note already kept."""
     if not notes:
         return [], []
-    embedded = encoder.embed([n.text for n in notes], batch_size=settings.batch_size, progress=progress)
-    within, within_index = cosine_max_similarity(embedded, embedded, exclude_self=True)
-    to_seed = np.full(len(notes), -1.0)
-    seed_index = np.zeros(len(notes), dtype=int)
+    embedded = encoder.embed(
+        [n.text for n in notes], batch_size=settings.batch_size, progress=progress
+    )
+    to_seed = np.full(len(notes), -np.inf)
+    seed_index = np.full(len(notes), -1)
     if settings.against_seeds and seeds:
-        seed_emb = encoder.embed([s.text for s in seeds], batch_size=settings.batch_size, progress=progress)
+        seed_emb = encoder.embed(
+            [s.text for s in seeds], batch_size=settings.batch_size, progress=progress
+        )
         to_seed, seed_index = cosine_max_similarity(embedded, seed_emb)
+    near_seed = to_seed >= settings.near_threshold
+    removed: list[Removal] = [
+        Removal(
+            notes[i].note_id,
+            "near_dedup",
+            "near_seed",
+            seeds[int(seed_index[i])].note_id,
+            float(to_seed[i]),
+        )
+        for i in np.flatnonzero(near_seed)
+    ]
+    # greedy within the pool: a note goes when it is that close to a note already kept
+    candidates = np.flatnonzero(~near_seed)
+    keep, duplicate_of = greedy_near_duplicates(embedded[candidates], settings.near_threshold)
     kept: list[Note] = []
-    removed: list[Removal] = []
-    for i, note in enumerate(notes):
-        if to_seed[i] >= settings.near_threshold:
-            match = seeds[int(seed_index[i])].note_id
-            removed.append(Removal(note.note_id, "near_dedup", "near_seed", match, float(to_seed[i])))
-        elif within[i] >= settings.near_threshold:
-            match = notes[int(within_index[i])].note_id
-            removed.append(
-                Removal(note.note_id, "near_dedup", "near_synthetic", match, float(within[i]))
-            )
-        else:
-            kept.append(note)
+    for position, i in enumerate(candidates):
+        if keep[position]:
+            kept.append(notes[i])
+            continue
+        j = candidates[int(duplicate_of[position])]
+        similarity = float(embedded[i] @ embedded[j])
+        removed.append(
+            Removal(notes[i].note_id, "near_dedup", "near_synthetic", notes[j].note_id, similarity)
+        )
+    order = {note.note_id: k for k, note in enumerate(notes)}
+    removed.sort(key=lambda r: order[r.note_id])
     return kept, removed
 
 

@@ -42,6 +42,10 @@ class Variant:
     placeholders: tuple[str, ...]  # allowed names; empty when expect == "none"
     expect: str
 
+    @property
+    def pii(self) -> bool:
+        """Whether answers must carry identifiers (``any``: the seed decides)."""
+        return self.expect != "none"
 
 
 def seed_variant(allowlist: PlaceholderAllowlist) -> Variant:

@@ -63,7 +63,9 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 def check_settings(settings: Mapping[str, Any]) -> None:
     unknown = sorted(set(settings) - SETTING_KEYS)
     if unknown:
-        raise ConfigError(f"template settings: unknown keys {unknown}; known: {sorted(SETTING_KEYS)}")
+        raise ConfigError(
+            f"template settings: unknown keys {unknown}; known: {sorted(SETTING_KEYS)}"
+        )
     variants = settings.get("variants", {})
     bad = {k: v for k, v in variants.items() if not isinstance(v, int) or v < 0}
     if bad:

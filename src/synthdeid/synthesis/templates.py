@@ -122,7 +122,9 @@ def template_id(seed_note_id: str, variant: str, copy: int) -> str:
     return f"tpl:{seed_note_id}:{variant}:{copy}"
 
 
-def plan_jobs(seeds: Sequence[Note], variants: Mapping[str, int], prompt: PromptSpec) -> list[TemplateJob]:
+def plan_jobs(
+    seeds: Sequence[Note], variants: Mapping[str, int], prompt: PromptSpec
+) -> list[TemplateJob]:
     """Every seed x every variant x its number of copies, in a stable order."""
     jobs = []
     for seed in seeds:
@@ -179,7 +181,9 @@ def llm_templates(
     from synthdeid.llm.base import request_hash
 
     requests = [
-        prompt.request(job.variant, job.seed.text, generation=generation, seed=job.request_seed(base_seed))
+        prompt.request(
+            job.variant, job.seed.text, generation=generation, seed=job.request_seed(base_seed)
+        )
         for job in jobs
     ]
     results = backend.complete_many(requests, progress=progress)
@@ -187,13 +191,19 @@ def llm_templates(
     for job, request, result in zip(jobs, requests, results, strict=True):
         sha = request_hash(backend.name, backend.model, request)
         if isinstance(result, ChatFailure):
-            reason = REFUSED_BY_GUARD if result.reason.startswith("refused by guard") else BACKEND_FAILURE
+            reason = (
+                REFUSED_BY_GUARD
+                if result.reason.startswith("refused by guard")
+                else BACKEND_FAILURE
+            )
             report.records.append(TemplateRecord(job, reject(reason, result.reason), sha))
             continue
         assert isinstance(result, ChatResponse)
         verdict = validator.validate_answer(result.text, job.variant, job.seed.text)
         report.records.append(
-            TemplateRecord(job, verdict, sha, result.input_tokens, result.output_tokens, result.cached)
+            TemplateRecord(
+                job, verdict, sha, result.input_tokens, result.output_tokens, result.cached
+            )
         )
     return report
 

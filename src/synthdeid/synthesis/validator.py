@@ -154,7 +154,9 @@ class TemplateValidator:
             return None
         share = copied_share(template, seed)
         if share >= limit:
-            return reject("copied_seed", f"{share:.0%} of its word {COPY_NGRAM}-grams are the seed's")
+            return reject(
+                "copied_seed", f"{share:.0%} of its word {COPY_NGRAM}-grams are the seed's"
+            )
         return None
 
     def validate_template(self, template: str, variant: Variant, seed: str) -> Verdict:

@@ -1,0 +1,323 @@
+"""A local causal language model (``transformers``) as a chat backend.
+
+The model runs in this process, on the GPU when there is one (bfloat16 where
+supported) and on the CPU otherwise (float32), so nothing leaves the
+machine. It is loaded on first use (or by :meth:`TransformersBackend.load`)
+with ``from_pretrained`` from a hub id or a local directory; transformers
+honours ``HF_HUB_OFFLINE`` itself, so an offline run needs the model in the
+local cache or a local path.
+
+Prompts are the tokenizer's chat template applied to the messages with a
+generation prompt, or, for tokenizers without one, ``role: content`` lines
+followed by ``assistant:``. Requests are grouped by sampling settings, sorted
+by prompt length and generated ``batch_size`` at a time with left padding;
+only the new tokens are decoded. ``temperature`` 0 means greedy decoding.
+
+Reproducibility: a batch whose requests carry seeds is sampled from a torch
+generator seeded from those seeds (the global RNG is left as it was), so the
+same requests with the same ``batch_size`` give the same answers. A request's
+answer may depend on its batch mates (padding, shared random stream).
+``json_mode`` is not enforced: local models get no output constraint.
+
+The cache key of a local model directory includes a fingerprint of its files
+(names, sizes, first and last MiB), so a retrained model in the same place
+does not reuse the old model's answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tqdm import tqdm
+
+from synthdeid.errors import ConfigError
+from synthdeid.llm.base import CachedChatBackend, ChatFailure, ChatRequest, ChatResponse, ChatResult
+from synthdeid.llm.cache import ResponseCache
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_FINGERPRINT_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class _Item:
+    """A request to generate: its position in the batch of requests and its prompt ids."""
+
+    index: int
+    request: ChatRequest
+    ids: list[int]
+
+
+class TransformersBackend(CachedChatBackend):
+    """Chat completions from a local causal LM: see the module docstring.
+
+    ``device``: "auto" (cuda when available, else cpu), "cpu", "cuda" or
+    "cuda:N". ``dtype``: "auto" (bfloat16 on a GPU that supports it, float32
+    on the CPU) or one of :data:`DTYPES`. ``max_new_tokens`` caps every
+    request's ``max_tokens`` when set.
+    """
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        model: str,
+        device: str = "auto",
+        batch_size: int = 8,
+        max_new_tokens: int | None = None,
+        dtype: str = "auto",
+        cache: ResponseCache | None = None,
+    ) -> None:
+        super().__init__(cache)
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError(f"model must be a hub id or a local path, not {model!r}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size must be an integer >= 1, not {batch_size!r}")
+        if max_new_tokens is not None and (
+            not isinstance(max_new_tokens, int) or max_new_tokens < 1
+        ):
+            raise ConfigError(f"max_new_tokens must be a positive integer, not {max_new_tokens!r}")
+        self.model = model
+        self.device = _resolve_device(device)
+        self.dtype = _resolve_dtype(dtype, self.device)
+        self.batch_size = batch_size
+        self.max_new_tokens = max_new_tokens
+        self._lock = threading.Lock()
+        self._tokenizer: Any = None
+        self._lm: Any = None
+        self._fingerprint: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.name,
+            "model": self.model,
+            "model_fingerprint": self.fingerprint(),
+            "device": str(self.device),
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "batch_size": self.batch_size,
+            "max_new_tokens": self.max_new_tokens,
+        }
+
+    def cache_extra(self) -> Mapping[str, Any]:
+        return {"model_fingerprint": self.fingerprint()}
+
+    def fingerprint(self) -> str | None:
+        """Digest of a local model directory's files; None for a hub id."""
+        if self._fingerprint is None and Path(self.model).is_dir():
+            self._fingerprint = directory_fingerprint(Path(self.model))
+        return self._fingerprint
+
+    def load(self) -> None:
+        """Load the tokenizer and model now (otherwise done on the first uncached request)."""
+        with self._lock:
+            if self._lm is None:
+                self._tokenizer, self._lm = _load(self.model, self.device, self.dtype)
+
+    def close(self) -> None:
+        with self._lock:
+            self._tokenizer = self._lm = None
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def prompt(self, request: ChatRequest) -> str:
+        """The text the model continues for ``request``."""
+        self.load()
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        if getattr(self._tokenizer, "chat_template", None):
+            return self._tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=False
+            )
+        lines = [f"{m['role']}: {m['content']}" for m in messages]
+        return "\n".join([*lines, "assistant:"])
+
+    # -- generation ----------------------------------------------------------
+
+    def _complete_uncached(
+        self, requests: Sequence[ChatRequest], *, progress: bool
+    ) -> list[ChatResult]:
+        self.load()
+        results: list[ChatResult] = [ChatFailure("not generated")] * len(requests)
+        items = []
+        for i, request in enumerate(requests):
+            ids = self._encode(request)
+            if len(ids) >= self._max_positions():
+                results[i] = ChatFailure(
+                    f"prompt too long: {len(ids)} tokens, the model takes {self._max_positions()}"
+                )
+            else:
+                items.append(_Item(i, request, ids))
+        with tqdm(total=len(items), desc=f"{self.name}", disable=not progress) as bar:
+            for batch in self._batches(items):
+                for item, result in zip(batch, self._generate(batch), strict=True):
+                    results[item.index] = result
+                bar.update(len(batch))
+        return results
+
+    def _encode(self, request: ChatRequest) -> list[int]:
+        templated = bool(getattr(self._tokenizer, "chat_template", None))
+        encoded = self._tokenizer(self.prompt(request), add_special_tokens=not templated)
+        return list(encoded["input_ids"])
+
+    def _max_positions(self) -> int:
+        config = self._lm.config
+        for attribute in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+            value = getattr(config, attribute, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return 1 << 30
+
+    def _batches(self, items: Sequence[_Item]) -> Iterator[list[_Item]]:
+        """Items grouped by sampling settings, sorted by prompt length, ``batch_size`` at a time."""
+        groups: dict[tuple[float, float, int], list[_Item]] = {}
+        for item in items:
+            r = item.request
+            groups.setdefault((r.temperature, r.top_p, r.max_tokens), []).append(item)
+        for group in groups.values():
+            group.sort(key=lambda item: len(item.ids))
+            for start in range(0, len(group), self.batch_size):
+                yield group[start : start + self.batch_size]
+
+    def _generate(self, batch: list[_Item]) -> list[ChatResult]:
+        """Answers for one batch; on running out of GPU memory, halves the batch."""
+        try:
+            return self._generate_batch(batch)
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            if len(batch) == 1:
+                return [ChatFailure("generation failed: out of GPU memory")]
+            half = len(batch) // 2
+            log.warning("%s: out of GPU memory; batch of %d split", self.name, len(batch))
+            return self._generate(batch[:half]) + self._generate(batch[half:])
+        except (RuntimeError, ValueError) as error:
+            reason = f"generation failed: {type(error).__name__}: {str(error)[:200]}"
+            log.warning("%s: %s", self.name, reason)
+            return [ChatFailure(reason) for _ in batch]
+
+    def _generate_batch(self, batch: list[_Item]) -> list[ChatResult]:
+        request = batch[0].request
+        width = max(len(item.ids) for item in batch)
+        pad = self._tokenizer.pad_token_id
+        ids = torch.tensor([[pad] * (width - len(i.ids)) + i.ids for i in batch])
+        mask = torch.tensor([[0] * (width - len(i.ids)) + [1] * len(i.ids) for i in batch])
+        limit = min(request.max_tokens, self.max_new_tokens or request.max_tokens)
+        new_tokens = min(limit, self._max_positions() - width)
+        sampling: dict[str, Any] = {"do_sample": False}
+        if request.temperature > 0:
+            sampling = {
+                "do_sample": True,
+                "temperature": request.temperature,
+                "top_p": request.top_p,
+            }
+        with torch.inference_mode(), _seeded(_batch_seed(batch), self.device):
+            output = self._lm.generate(
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                max_new_tokens=new_tokens,
+                pad_token_id=pad,
+                eos_token_id=self._eos_ids(),
+                **sampling,
+            )
+        return [
+            self._response(row[width:].tolist(), len(item.ids))
+            for item, row in zip(batch, output, strict=True)
+        ]
+
+    def _response(self, new_ids: list[int], prompt_tokens: int) -> ChatResponse:
+        eos = set(self._eos_ids())
+        end = next((i + 1 for i, token in enumerate(new_ids) if token in eos), len(new_ids))
+        text = self._tokenizer.decode(new_ids[:end], skip_special_tokens=True)
+        return ChatResponse(
+            text=text, model=self.model, input_tokens=prompt_tokens, output_tokens=end
+        )
+
+    def _eos_ids(self) -> list[int]:
+        configured = getattr(self._lm.generation_config, "eos_token_id", None)
+        if configured is None:
+            configured = self._tokenizer.eos_token_id
+        ids = configured if isinstance(configured, list) else [configured]
+        return [i for i in ids if i is not None]
+
+
+def _load(model: str, device: torch.device, dtype: torch.dtype) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("loading %s on %s (%s)", model, device, dtype)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model)
+        lm = AutoModelForCausalLM.from_pretrained(model, dtype=dtype)
+    except (OSError, ValueError) as error:
+        raise ConfigError(
+            f"cannot load causal LM {model!r}: {error} (an offline run needs a local path or "
+            "a model already in the Hugging Face cache)"
+        ) from error
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return tokenizer, lm.to(device).eval()
+
+
+def _resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, not {device!r}") from error
+    if resolved.type not in ("cpu", "cuda"):
+        raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, not {device!r}")
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {device!r} asked for, but no CUDA GPU is available")
+    return resolved
+
+
+def _resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if dtype == "auto":
+        if device.type == "cuda":
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype must be auto or one of {sorted(DTYPES)}, not {dtype!r}")
+    return DTYPES[dtype]
+
+
+def _batch_seed(batch: Sequence[_Item]) -> int | None:
+    seeds = [item.request.seed for item in batch]
+    if all(seed is None for seed in seeds):
+        return None
+    digest = hashlib.sha256(json.dumps(seeds).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+@contextmanager
+def _seeded(seed: int | None, device: torch.device) -> Iterator[None]:
+    """Seed torch's RNG for one generation, restoring the previous state afterwards."""
+    if seed is None:
+        yield
+        return
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        yield
+
+
+def directory_fingerprint(directory: Path) -> str:
+    """SHA-256 over a model directory's files: names, sizes, first and last MiB."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        size = path.stat().st_size
+        digest.update(f"{path.relative_to(directory).as_posix()}\0{size}\0".encode())
+        with open(path, "rb") as handle:
+            digest.update(handle.read(_FINGERPRINT_BYTES))
+            if size > _FINGERPRINT_BYTES:
+                handle.seek(max(_FINGERPRINT_BYTES, size - _FINGERPRINT_BYTES))
+                digest.update(handle.read(_FINGERPRINT_BYTES))
+    return f"sha256:{digest.hexdigest()}"

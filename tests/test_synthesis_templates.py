@@ -1,0 +1,270 @@
+"""generate-templates and fill-templates end to end against a real HTTP server on 127.0.0.1.
+
+The scripted server answers each seed's request with a good, malformed or
+adversarial template; each must be accepted or rejected for the right reason.
+A canary patient name planted in the seeds must never reach the server (one
+seed still carries it after masking, as a masking miss would: the guard must
+refuse that request) and never appear in any output. All text is invented.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pyarrow.parquet as pq
+import pytest
+
+import llm_server
+from llm_server import ScriptedChatServer, ok_body
+from synthdeid import cli
+from synthdeid.notes import Note, Span, read_notes, write_notes
+
+chat_server = llm_server.chat_server  # the fixture
+
+CANARY = "Zebulon Quartermaine"
+FILLER = (
+    "Vital signs stable overnight on room air, tolerating a regular diet, ambulating in "
+    "the hallway with assistance. Urine output adequate. Continue current plan and "
+    "reassess in the morning with the team."
+)
+# condition word -> how the server answers the seed that mentions it
+SCRIPT = {
+    "pneumonia": "good",
+    "cellulitis": "malformed",
+    "pancreatitis": "hallucinated_name",
+    "appendicitis": "date",
+    "syncope": "bad_placeholder",
+    "hyponatremia": "copied_seed",
+    "sepsis": "never_sent",
+}
+GOOD = (
+    "Admitted on [[DATE_1]] for a new infiltrate; started on antibiotics by [[DOCTOR_1]]. "
+    "Afebrile since, sputum thinner, weaned to two liters nasal cannula this afternoon. "
+    "Eating half of meals, walked twice with physical therapy. Family aware of plan."
+)
+
+
+def seed_notes() -> list[Note]:
+    notes = []
+    for i, condition in enumerate(SCRIPT):
+        prefix = f"Pt {CANARY} seen for {condition} by "
+        doctor = "Dr. Halvorsen"
+        text = prefix + doctor + ". " + FILLER
+        spans = [
+            Span(3, 3 + len(CANARY), "PATIENT"),
+            Span(len(prefix), len(prefix) + len(doctor), "DOCTOR"),
+        ]
+        if condition == "sepsis":
+            # a masking miss: the canary is in the text but not labelled in this note
+            spans = spans[1:]
+        notes.append(Note(f"s{i}", f"p{i}", text, tuple(spans), "test", "seed"))
+    return notes
+
+
+def answer_for(request_json) -> tuple[int, object, dict]:
+    user = llm_server.last_user_message(request_json)
+    kind = next(kind for word, kind in SCRIPT.items() if word in user)
+    masked = re.search(r"<note>\n(.*)\n</note>", user, re.DOTALL).group(1)
+    content = {
+        "good": json.dumps({"note": GOOD}),
+        "malformed": '{"note": "Admitted for observation',
+        "hallucinated_name": json.dumps({"note": GOOD.replace("[[DOCTOR_1]]", "Dr. Jennifer")}),
+        "date": json.dumps({"note": GOOD.replace("[[DATE_1]]", "3/14/2019")}),
+        "bad_placeholder": json.dumps({"note": GOOD + " Contact [[EMAIL_1]] for results."}),
+        "copied_seed": json.dumps({"note": masked}),
+    }[kind]
+    return 200, ok_body(content), {}
+
+
+@pytest.fixture
+def seed_files(tmp_path):
+    notes_path = tmp_path / "split" / "notes.parquet"
+    write_notes(seed_notes(), notes_path)
+    masked, removed = tmp_path / "masked.parquet", tmp_path / "removed.parquet"
+    code = cli.main(
+        [
+            "mask",
+            "--notes",
+            str(notes_path),
+            "--parts",
+            "seed",
+            "--out",
+            str(masked),
+            "--removed",
+            str(removed),
+            "--summary",
+            str(tmp_path / "mask.json"),
+        ]
+    )
+    assert code == 0
+    return notes_path, masked, removed
+
+
+def generate(tmp_path, server: ScriptedChatServer, masked, removed) -> int:
+    settings = {
+        "backend": {
+            "kind": "openai",
+            "base_url": server.url,
+            "model": "scripted",
+            "concurrency": 2,
+            "max_retries": 0,
+            "timeout_s": 10,
+        },
+        "variants": {"standard": 1},
+        "generation": {"temperature": 0.9, "top_p": 0.95, "max_tokens": 512},
+        "seed": 0,
+        "validator": {"length_ratio": [0.5, 2.0], "max_copied_ngram_share": 0.5},
+        "guard": {"min_surface_chars": 3},
+    }
+    return cli.main(
+        [
+            "generate-templates",
+            "--masked",
+            str(masked),
+            "--removed",
+            str(removed),
+            "--allowlist",
+            "resources/placeholders.yaml",
+            "--prompt",
+            "resources/prompts/template_rewrite.yaml",
+            "--settings",
+            json.dumps(settings),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--out",
+            str(tmp_path / "templates.parquet"),
+            "--summary",
+            str(tmp_path / "templates.json"),
+            "--no-progress",
+        ]
+    )
+
+
+def test_scripted_answers_are_judged_and_the_canary_never_leaves(
+    tmp_path, chat_server, seed_files, monkeypatch, repo
+):
+    monkeypatch.chdir(repo)
+    notes_path, masked, removed = seed_files
+    chat_server.handler = answer_for
+    assert generate(tmp_path, chat_server, masked, removed) == 0
+
+    rows = pq.read_table(tmp_path / "templates.parquet").to_pylist()
+    outcome = {r["seed_note_id"]: (r["status"], r["reason"]) for r in rows}
+    assert outcome == {
+        "s0": ("accepted", None),
+        "s1": ("rejected", "invalid_json"),
+        "s2": ("rejected", "identifier_like:name"),
+        "s3": ("rejected", "identifier_like:date"),
+        "s4": ("rejected", "placeholder_not_allowlisted"),
+        "s5": ("rejected", "copied_seed"),
+        "s6": ("rejected", "refused_by_guard"),
+    }
+    summary = json.loads((tmp_path / "templates.json").read_text())["summary"]
+    assert summary["guard"] == {
+        "sent": 6,
+        "refused": 1,
+        "refusal_reasons": summary["guard"]["refusal_reasons"],
+    }
+    assert summary["acceptance_rate"] == pytest.approx(1 / 7)
+
+    # the canary never reached the server, in any part of any request
+    assert chat_server.count == 6
+    bodies = json.dumps(chat_server.requests).casefold()
+    assert "quartermaine" not in bodies and "zebulon" not in bodies
+    assert "halvorsen" not in bodies
+
+    # a rerun is served from the cache: nothing more is sent
+    assert generate(tmp_path, chat_server, masked, removed) == 0
+    assert chat_server.count == 6
+
+    pools = {name: tmp_path / f"{name}.parquet" for name in ("pii", "no_pii", "removals")}
+    code = cli.main(
+        [
+            "fill-templates",
+            "--templates",
+            str(tmp_path / "templates.parquet"),
+            "--notes",
+            str(notes_path),
+            "--removed",
+            str(removed),
+            "--allowlist",
+            "resources/placeholders.yaml",
+            "--settings",
+            json.dumps({"fill_seed": 1, "encoder": False}),
+            "--pii",
+            str(pools["pii"]),
+            "--no-pii",
+            str(pools["no_pii"]),
+            "--removals",
+            str(pools["removals"]),
+            "--summary",
+            str(tmp_path / "pools.json"),
+        ]
+    )
+    assert code == 0
+    pii = read_notes(pools["pii"])
+    assert [n.note_id for n in pii] == ["syn:s0:standard:0"]
+    assert [s.label for s in pii[0].spans] == ["DATE", "DOCTOR"]
+    outputs = [p for p in tmp_path.rglob("*") if p.is_file() and p.suffix in {".parquet", ".json"}]
+    inputs = {notes_path, masked, removed}  # the seeds themselves (masked has the planted miss)
+    checked = 0
+    for path in outputs:
+        if path in inputs or path.name == "mask.json":
+            continue
+        if path.suffix == ".parquet":
+            table = pq.read_table(path)
+            content = json.dumps([table.to_pylist(), str(table.schema.metadata)], default=str)
+        else:
+            content = path.read_text(encoding="utf-8")
+        assert "quartermaine" not in content.casefold(), path
+        checked += 1
+    assert checked >= 8  # templates, summaries, cached answers, pools, removals
+
+
+@pytest.mark.slow
+def test_local_transformers_backend_end_to_end(tmp_path, seed_files, monkeypatch, repo):
+    """A tiny GPT-2 built from a config answers every request; the validator judges them."""
+    from lm_helpers import tiny_causal_lm_dir
+
+    monkeypatch.chdir(repo)
+    _, masked, removed = seed_files
+    # the prompt is ~900 tokens with a tokenizer trained on two sentences
+    model_dir = tiny_causal_lm_dir(tmp_path, [FILLER, GOOD], n_positions=2048)
+    settings = {
+        "backend": {"kind": "transformers", "model": str(model_dir), "batch_size": 4},
+        "variants": {"standard": 1, "no_pii": 1},
+        "generation": {"temperature": 0.9, "top_p": 0.95, "max_tokens": 24},
+    }
+    out = tmp_path / "templates.parquet"
+    code = cli.main(
+        [
+            "generate-templates",
+            "--masked",
+            str(masked),
+            "--removed",
+            str(removed),
+            "--allowlist",
+            "resources/placeholders.yaml",
+            "--prompt",
+            "resources/prompts/template_rewrite.yaml",
+            "--settings",
+            json.dumps(settings),
+            "--out",
+            str(out),
+            "--summary",
+            str(tmp_path / "summary.json"),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    rows = pq.read_table(out).to_pylist()
+    assert len(rows) == 14  # 7 seeds x 2 variants
+    sent = [r for r in rows if r["reason"] != "refused_by_guard"]
+    assert len(sent) == 12  # the seed with the masking miss is refused twice
+    # an untrained model writes no valid JSON: every answer is judged, none crashes the step
+    assert all(r["output_tokens"] and r["output_tokens"] > 0 for r in sent)
+    assert {r["reason"] for r in sent} <= {"invalid_json", "missing_note", "empty"}
+    summary = json.loads((tmp_path / "summary.json").read_text())["summary"]
+    assert summary["backend_description"]["backend"] == "transformers"
+    assert summary["output_tokens"] > 0
