@@ -134,9 +134,9 @@ def faker_names(locale: str = "en_US") -> frozenset[str]:
     import faker
 
     # the surrogate name operator's own reader of the Faker person provider
-    from synthdeid.surrogate.operators.names import _pools
+    from synthdeid.surrogate.operators.names import name_pools
 
-    pools = _pools(faker.Faker(locale))
+    pools = name_pools(faker.Faker(locale))
     return pools["first"].casefolded() | pools["last"].casefolded()
 
 

@@ -99,6 +99,11 @@ def template_settings():
     return as_json({key: TEMPLATE[key] for key in keys})
 
 
+def template_gpus(wildcards):
+    """One GPU for a local transformers backend; none for an HTTP endpoint or none."""
+    return 1 if TEMPLATE["backend"]["kind"] == "transformers" else 0
+
+
 def diagnostics_dir(wildcards, output):
     """The folder of diagnose_synthetic's outputs (the stage writes them all there)."""
     return str(Path(output.json).parent)

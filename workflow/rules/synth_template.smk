@@ -10,6 +10,8 @@ rule generate_templates:
     seed PHI surface, nothing identifier-like). Backend none sends nothing:
     each masked seed is its own template. Responses are cached by request
     hash in cache/llm_responses/, so a rerun sends nothing it already sent.
+    With backend transformers it is a GPU rule (gpu=1 on SLURM); otherwise it
+    asks for no GPU.
     """
     input:
         masked=rules.mask_seeds.output.masked,
@@ -25,6 +27,8 @@ rule generate_templates:
         "benchmarks/generate_templates/{corpus}.tsv"
     conda:
         "../../envs/gpu.yaml"
+    resources:
+        gpu=template_gpus,
     params:
         settings=template_settings(),
         cache_dir=LLM_CACHE_DIR,

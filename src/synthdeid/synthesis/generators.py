@@ -89,7 +89,7 @@ import faker
 
 from synthdeid.errors import ConfigError
 from synthdeid.surrogate.operators.dates import MONTHS
-from synthdeid.surrogate.operators.names import NamePool, _pools
+from synthdeid.surrogate.operators.names import NamePool, name_pools
 from synthdeid.surrogate.operators.places import US_STATES
 
 POOL_LOCALE = "en_US"
@@ -275,7 +275,7 @@ class ValuePools:
     """Faker material drawn once: name lists and place pools (see :func:`value_pools`)."""
 
     def __init__(self, fake: faker.Faker, size: int) -> None:
-        names = _pools(fake)
+        names = name_pools(fake)
         self.first: NamePool = names["first"]
         self.last: NamePool = names["last"]
         self.by_gender: dict[str, NamePool] = {

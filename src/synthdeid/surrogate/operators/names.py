@@ -241,7 +241,7 @@ def restore_case(template: str, surrogate: str) -> str:
     return surrogate
 
 
-def _pools(fake: faker.Faker) -> dict[str, NamePool]:
+def name_pools(fake: faker.Faker) -> dict[str, NamePool]:
     """The person provider's name lists for the Faker instance's locale."""
     provider = next(
         (p for p in fake.get_providers() if hasattr(p, "first_names") and hasattr(p, "last_names")),
@@ -275,7 +275,7 @@ class NameOperator(SurrogateOperator):
         except AttributeError as error:
             raise ConfigError(f"operator name: unknown Faker locale {locale!r}") from error
         self._fake.seed_instance(0)  # gives the instance its own random.Random
-        self._pools = _pools(self._fake)
+        self._pools = name_pools(self._fake)
         empty: frozenset[str] = frozenset()
         self._lexicon = Lexicon(
             first=self._pools["first"].casefolded(),
