@@ -208,6 +208,9 @@ def test_diagnose_and_write(tmp_path: Path) -> None:
     assert "| real train (n=3) | 66.7 | 33.3 | 0.0 | 33.3 | 0.0 | 33.3 | 33.3 |" in markdown
     assert "| PER | 3 (60.0%) | 2 (66.7%) |" in markdown
     assert "| real holdout | 0 | n/a | n/a |" in markdown
+    page = (tmp_path / "out" / "diagnostics.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count("<table>") == markdown.count("\n|---")
+    assert "<td>real train</td>" in page
     csv_text = (tmp_path / "out" / "diagnostics.csv").read_text().splitlines()
     assert csv_text[0] == "subset,section,key,value"
     assert "real train,coarse_spans,PER,3" in csv_text

@@ -93,6 +93,12 @@ rule diagnose_synthetic:
         json="results/diagnose_synthetic/{corpus}/diagnostics.json",
         md="results/diagnose_synthetic/{corpus}/diagnostics.md",
         csv="results/diagnose_synthetic/{corpus}/diagnostics.csv",
+        html=report(
+            "results/diagnose_synthetic/{corpus}/diagnostics.html",
+            caption="../report/synthetic_tables.rst",
+            category="Synthetic data",
+            subcategory="template",
+        ),
         lengths=report(
             "results/diagnose_synthetic/{corpus}/lengths.png",
             caption="../report/synthetic_lengths.rst",

@@ -23,6 +23,7 @@ notes) is ``null`` / empty / "n/a", never a crash.
 
 from __future__ import annotations
 
+import html
 import logging
 import math
 import re
@@ -45,12 +46,14 @@ from synthdeid.notes import Note
 DIAGNOSTICS_JSON = "diagnostics.json"
 DIAGNOSTICS_MD = "diagnostics.md"
 DIAGNOSTICS_CSV = "diagnostics.csv"
+DIAGNOSTICS_HTML = "diagnostics.html"  # the Markdown tables rendered, for the Snakemake report
 LENGTHS_FIGURE = "lengths.png"
 LABELS_FIGURE = "labels.png"
 OUTPUTS: tuple[str, ...] = (
     DIAGNOSTICS_JSON,
     DIAGNOSTICS_MD,
     DIAGNOSTICS_CSV,
+    DIAGNOSTICS_HTML,
     LENGTHS_FIGURE,
     LABELS_FIGURE,
 )
@@ -560,13 +563,33 @@ def plot_labels(diag: Diagnostics, path: Path) -> None:
     save_figure(fig, path)
 
 
+def markdown_to_html(markdown: str, title: str) -> str:
+    """A standalone HTML page of Markdown with tables (CommonMark + GFM tables)."""
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark").enable("table").render(markdown)
+    style = (
+        "body{font-family:sans-serif;max-width:70em;margin:1em auto}"
+        "table{border-collapse:collapse;margin:1em 0}"
+        "th,td{border:1px solid #bbb;padding:.25em .6em;text-align:right}"
+        "th:first-child,td:first-child{text-align:left}"
+    )
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{style}</style></head><body>\n{body}</body></html>\n"
+    )
+
+
 def write_diagnostics(diag: Diagnostics, out_dir: str | Path) -> dict[str, Path]:
-    """Write diagnostics.json/.md/.csv, lengths.png and labels.png; return their paths."""
+    """Write diagnostics.json/.md/.csv/.html, lengths.png and labels.png; return their paths."""
     out = Path(out_dir)
     paths = {name: out / name for name in OUTPUTS}
     write_json_atomic(diag.to_dict(), paths[DIAGNOSTICS_JSON])
+    markdown = diagnostics_markdown(diag)
     with atomic_text(paths[DIAGNOSTICS_MD]) as handle:
-        handle.write(diagnostics_markdown(diag))
+        handle.write(markdown)
+    with atomic_text(paths[DIAGNOSTICS_HTML]) as handle:
+        handle.write(markdown_to_html(markdown, title="Synthetic vs real corpus diagnostics"))
     write_csv(diagnostics_rows(diag), CSV_FIELDS, paths[DIAGNOSTICS_CSV])
     plot_lengths(diag, paths[LENGTHS_FIGURE])
     plot_labels(diag, paths[LABELS_FIGURE])

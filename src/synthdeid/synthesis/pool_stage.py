@@ -97,15 +97,16 @@ def run(args: argparse.Namespace) -> None:
         from synthdeid.embeddings import SentenceEncoder
 
         encoder = SentenceEncoder.load(settings.get("encoder"))
+    # the filler never draws a screened surface (shorter ones, e.g. ages, stay drawable)
+    filler = TemplateFiller(
+        allowlist,
+        seed=int(settings.get("fill_seed", 0)),
+        forbidden=[s for s in phi if len("".join(s.split())) >= min_chars],
+    )
     result = build_pools(
         templates,
         seeds,
-        # the filler never draws a screened surface (shorter ones, e.g. ages, stay drawable)
-        filler=TemplateFiller(
-            allowlist,
-            seed=int(settings.get("fill_seed", 0)),
-            forbidden=[s for s in phi if len("".join(s.split())) >= min_chars],
-        ),
+        filler=filler,
         surfaces=SurfaceIndex(phi, min_chars=min_chars),
         encoder=encoder,
         dedup=DedupSettings(
@@ -121,6 +122,7 @@ def run(args: argparse.Namespace) -> None:
             "settings": settings,
             "seed_parts": args.seed_parts,
             "source": source,
+            "fill": filler.provenance(),
             "templates": template_provenance.get("params", {}),
         },
         {
