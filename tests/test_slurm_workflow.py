@@ -183,7 +183,7 @@ def workflow_run(slurm_cluster, tmp_path_factory) -> WorkflowRun:
 
 
 def _job_info(jobid: str) -> dict[str, str]:
-    """slurmctld's record of a job (kept for MinJobAge=300 s after it ended)."""
+    """slurmctld's record of a job (kept for MinJobAge=3600 s after it ended)."""
     proc = _run(["scontrol", "show", "job", jobid])
     if proc.returncode == 0:
         return dict(re.findall(r"(\w+)=(\S*)", proc.stdout))

@@ -128,9 +128,10 @@ SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 ReturnToService=2
-# keep finished jobs visible to 'squeue --states=all' / 'scontrol show job' for 5 min; the
+# keep finished jobs visible to 'squeue --states=all' / 'scontrol show job' for an hour (the
+# test checks every job of a workflow run that takes 10+ minutes, after it ends); the
 # snakemake slurm plugin only trusts squeue when MinJobAge >= 3*init_seconds_before_status_checks
-MinJobAge=300
+MinJobAge=3600
 SlurmdTimeout=300
 InactiveLimit=0
 KillWait=5
