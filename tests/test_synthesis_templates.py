@@ -101,6 +101,31 @@ def seed_files(tmp_path):
     return notes_path, masked, removed
 
 
+def run_generate(tmp_path, masked, removed, settings, *extra: str) -> int:
+    """``synthdeid generate-templates`` on the seed files; outputs in ``tmp_path``."""
+    return cli.main(
+        [
+            "generate-templates",
+            "--masked",
+            str(masked),
+            "--removed",
+            str(removed),
+            "--allowlist",
+            "resources/placeholders.yaml",
+            "--prompt",
+            "resources/prompts/template_rewrite.yaml",
+            "--settings",
+            json.dumps(settings),
+            "--out",
+            str(tmp_path / "templates.parquet"),
+            "--summary",
+            str(tmp_path / "templates.json"),
+            "--no-progress",
+            *extra,
+        ]
+    )
+
+
 def generate(tmp_path, server: ScriptedChatServer, masked, removed) -> int:
     settings = {
         "backend": {
@@ -117,28 +142,7 @@ def generate(tmp_path, server: ScriptedChatServer, masked, removed) -> int:
         "validator": {"length_ratio": [0.5, 2.0], "max_copied_ngram_share": 0.5},
         "guard": {"min_surface_chars": 3},
     }
-    return cli.main(
-        [
-            "generate-templates",
-            "--masked",
-            str(masked),
-            "--removed",
-            str(removed),
-            "--allowlist",
-            "resources/placeholders.yaml",
-            "--prompt",
-            "resources/prompts/template_rewrite.yaml",
-            "--settings",
-            json.dumps(settings),
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            "--out",
-            str(tmp_path / "templates.parquet"),
-            "--summary",
-            str(tmp_path / "templates.json"),
-            "--no-progress",
-        ]
-    )
+    return run_generate(tmp_path, masked, removed, settings, "--cache-dir", str(tmp_path / "cache"))
 
 
 def test_scripted_answers_are_judged_and_the_canary_never_leaves(
@@ -237,26 +241,7 @@ def test_local_transformers_backend_end_to_end(tmp_path, seed_files, monkeypatch
         "generation": {"temperature": 0.9, "top_p": 0.95, "max_tokens": 24},
     }
     out = tmp_path / "templates.parquet"
-    code = cli.main(
-        [
-            "generate-templates",
-            "--masked",
-            str(masked),
-            "--removed",
-            str(removed),
-            "--allowlist",
-            "resources/placeholders.yaml",
-            "--prompt",
-            "resources/prompts/template_rewrite.yaml",
-            "--settings",
-            json.dumps(settings),
-            "--out",
-            str(out),
-            "--summary",
-            str(tmp_path / "summary.json"),
-            "--no-progress",
-        ]
-    )
+    code = run_generate(tmp_path, masked, removed, settings)
     assert code == 0
     rows = pq.read_table(out).to_pylist()
     assert len(rows) == 14  # 7 seeds x 2 variants
@@ -265,6 +250,6 @@ def test_local_transformers_backend_end_to_end(tmp_path, seed_files, monkeypatch
     # an untrained model writes no valid JSON: every answer is judged, none crashes the step
     assert all(r["output_tokens"] and r["output_tokens"] > 0 for r in sent)
     assert {r["reason"] for r in sent} <= {"invalid_json", "missing_note", "empty"}
-    summary = json.loads((tmp_path / "summary.json").read_text())["summary"]
+    summary = json.loads((tmp_path / "templates.json").read_text())["summary"]
     assert summary["backend_description"]["backend"] == "transformers"
     assert summary["output_tokens"] > 0
