@@ -33,6 +33,7 @@ from pathlib import Path
 from synthdeid.artifacts import make_provenance
 from synthdeid.embeddings import DEFAULT_BATCH_SIZE, DEFAULT_MAX_LENGTH, SentenceEncoder
 from synthdeid.errors import ConfigError, InputError
+from synthdeid.evaluation.stage import positive_int
 from synthdeid.notes import UNSPLIT, Note, read_notes
 from synthdeid.split import PARTS
 from synthdeid.synthesis.diagnostics import diagnose, write_diagnostics
@@ -132,13 +133,6 @@ def load_subsets(specs: list[FileSubset | DerivedSubset]) -> dict[str, list[Note
             want_spans = spec.keep == "pii"
             subsets[spec.name] = [n for n in subsets[spec.base] if bool(n.spans) == want_spans]
     return subsets
-
-
-def positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return number
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:

@@ -207,7 +207,7 @@ class TemplateFiller:
         filled = FilledNote(
             "".join(pieces), tuple(spans), values, tuple(tokens), template_id, redraws
         )
-        check_fill(filled)
+        check_fill(filled, template)  # spans exact, text outside them unchanged
         return filled
 
     def _draw(
