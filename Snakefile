@@ -21,6 +21,7 @@ include: "workflow/rules/ingest.smk"
 include: "workflow/rules/mask.smk"
 include: "workflow/rules/surrogate.smk"
 include: "workflow/rules/synth_template.smk"
+include: "workflow/rules/synth_dplm.smk"
 include: "workflow/rules/ner.smk"
 include: "workflow/rules/environment.smk"
 

@@ -81,6 +81,7 @@ def all_targets():
         f"results/replace_surrogates/{CORPUS}/notes.parquet",
         f"results/fill_templates/{CORPUS}/pii.parquet",
         f"results/diagnose_synthetic/{CORPUS}/diagnostics.json",
+        f"results/audit_dp_lm/{CORPUS}/audit.json",
         *[f"results/evaluate_ner/{CORPUS}/{run}/metrics.json" for run in NER_RUNS],
         f"results/compare_ner/{CORPUS}/runs.png",
     ]
@@ -109,6 +110,54 @@ def diagnostics_dir(wildcards, output):
     return str(Path(output.json).parent)
 
 
+# ------------------------------------------------------------ DP language model
+
+DPLM = config["synth"]["dplm"]
+# the DP model, and the non-DP baseline the memorization audit compares it with
+DPLM_MODELS = ["dp", "non_dp"] if DPLM["baseline"] else ["dp"]
+
+
+wildcard_constraints:
+    privacy="dp|non_dp",
+
+
+def dplm_training_settings():
+    """The train_dp_lm slice of synth.dplm, as JSON (sampling, audit, pools excluded)."""
+    keys = ("model", "scratch", "control_codes", "training", "privacy")
+    return as_json({key: DPLM[key] for key in keys})
+
+
+def dp_switch(wildcards):
+    return "--no-dp" if wildcards.privacy == "non_dp" else ""
+
+
+def audit_inputs(wildcards):
+    """Samples and model directory of every trained LM, named samples_<m> / model_<m>."""
+    inputs = {}
+    for name in DPLM_MODELS:
+        inputs[f"samples_{name}"] = (
+            f"results/sample_dp_lm/{wildcards.corpus}/{name}/samples.parquet"
+        )
+        inputs[f"model_{name}"] = f"results/train_dp_lm/{wildcards.corpus}/{name}/model"
+    return inputs
+
+
+def audit_arguments(wildcards, input):
+    return " ".join(
+        f"--run {name}={input['samples_' + name]}:{input['model_' + name]}"
+        for name in DPLM_MODELS
+    )
+
+
+def audit_dir(wildcards, output):
+    return str(Path(output.json).parent)
+
+
+def tapt_settings():
+    """synth.dplm.tapt with the de-identification encoder (ner.training.model) to adapt."""
+    return as_json({**DPLM["tapt"], "model": config["ner"]["training"]["model"]})
+
+
 # ------------------------------------------------------------ de-identification models
 
 NER = config["ner"]
@@ -127,7 +176,11 @@ POOLS = {
         "results/fill_templates/{corpus}/no_pii.parquet",
         ["synthetic"],
     ),
+    "dplm_pii": ("results/sample_dp_lm/{corpus}/dp/pii.parquet", ["synthetic"]),
+    "dplm_no_pii": ("results/sample_dp_lm/{corpus}/dp/no_pii.parquet", ["synthetic"]),
 }
+# encoders after task-adaptive pretraining, by the name a run gives in `tapt`
+TAPT_MODELS = {"dplm": "results/tapt_encoder/{corpus}/dplm/model"}
 
 
 wildcard_constraints:
@@ -162,8 +215,21 @@ def mixture_spec(wildcards):
 
 
 def training_settings(wildcards):
-    """ner.training with the run's overrides on top, as JSON (one run's own params)."""
-    return as_json({**NER["training"], **NER_RUNS[wildcards.run]["training"]})
+    """ner.training with the run's overrides on top, as JSON (one run's own params).
+
+    A run with `tapt` starts from the adapted encoder instead of ner.training.model.
+    """
+    settings = {**NER["training"], **NER_RUNS[wildcards.run]["training"]}
+    tapt = NER_RUNS[wildcards.run].get("tapt")
+    if tapt:
+        settings["model"] = TAPT_MODELS[tapt].format(corpus=wildcards.corpus)
+    return as_json(settings)
+
+
+def tapt_input(wildcards):
+    """The adapted encoder a run starts from (nothing for a run without TAPT)."""
+    tapt = NER_RUNS[wildcards.run].get("tapt")
+    return {"tapt": TAPT_MODELS[tapt].format(corpus=wildcards.corpus)} if tapt else {}
 
 
 def evaluation_outputs(wildcards):

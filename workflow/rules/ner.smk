@@ -36,6 +36,7 @@ rule train_ner:
     model card).
     """
     input:
+        unpack(tapt_input),
         train=rules.build_mixture.output.train,
         validation=rules.build_mixture.output.validation,
         summary=rules.build_mixture.output.summary,

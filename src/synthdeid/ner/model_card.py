@@ -8,13 +8,11 @@ rule would take for a finished one.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from synthdeid.artifacts import atomic_directory
 from synthdeid.ner.training import TrainingConfig, TrainingResult
 
 HISTORY_FILE = "training_history.json"
@@ -97,9 +95,7 @@ def save_model_directory(
 ) -> Path:
     """Save weights, tokenizer, settings, history and card; replace ``out_dir`` atomically."""
     out_dir = Path(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with atomic_directory(out_dir) as staging:
         tagger = result.tagger
         tagger.model.save_pretrained(staging)
         tagger.tokenizer.save_pretrained(staging)
@@ -117,10 +113,4 @@ def save_model_directory(
         }
         (staging / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
         (staging / CARD_FILE).write_text(model_card(result, config, mixture, run))
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(staging, out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out_dir

@@ -24,10 +24,10 @@ from synthdeid.artifacts import (
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.llm.guard import load_phi_surfaces
 from synthdeid.mentions import SurfaceIndex
-from synthdeid.notes import read_notes, write_notes
+from synthdeid.notes import Note, read_notes, write_notes
 from synthdeid.synthesis.fill import TemplateFiller
-from synthdeid.synthesis.placeholders import load_allowlist
-from synthdeid.synthesis.pools import DedupSettings, Template, build_pools
+from synthdeid.synthesis.placeholders import PlaceholderAllowlist, load_allowlist
+from synthdeid.synthesis.pools import DedupSettings, PoolResult, Template, build_pools
 from synthdeid.synthesis.templates import ACCEPTED, TEMPLATES_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -80,20 +80,28 @@ def read_accepted_templates(path: Path) -> tuple[list[Template], dict[str, Any]]
     return templates, provenance
 
 
-def run(args: argparse.Namespace) -> None:
-    settings = args.settings
+def check_pool_settings(settings: dict[str, Any]) -> None:
     unknown = sorted(set(settings) - SETTING_KEYS)
     if unknown:
         raise ConfigError(f"pool settings: unknown keys {unknown}; known: {sorted(SETTING_KEYS)}")
-    allowlist = load_allowlist(args.allowlist)
-    templates, template_provenance = read_accepted_templates(args.templates)
-    seeds = [n for n in read_notes(args.notes) if n.split in set(args.seed_parts)]
-    phi = [surface for surface, _ in load_phi_surfaces(args.removed)]
+
+
+def pools_from_templates(
+    templates: list[Template],
+    seeds: list[Note],
+    *,
+    allowlist: PlaceholderAllowlist,
+    removed: Path,
+    settings: dict[str, Any],
+    source: str,
+    progress: bool,
+) -> tuple[PoolResult, TemplateFiller]:
+    """Fill, dedup and screen accepted templates with the pool settings (shared by every regime)."""
+    check_pool_settings(settings)
+    phi = [surface for surface, _ in load_phi_surfaces(removed)]
     min_chars = int(settings.get("min_surface_chars", 3))
-    backend = template_provenance.get("params", {}).get("settings", {}).get("backend", {})
-    source = f"synthetic:template:{backend.get('kind', 'none')}"
     encoder = None
-    if settings.get("encoder", None) is not False:
+    if settings.get("encoder") is not False:
         from synthdeid.embeddings import SentenceEncoder
 
         encoder = SentenceEncoder.load(settings.get("encoder"))
@@ -114,6 +122,52 @@ def run(args: argparse.Namespace) -> None:
             against_seeds=bool(settings.get("against_seeds", True)),
         ),
         source=source,
+        progress=progress,
+    )
+    return result, filler
+
+
+def write_pools(
+    result: PoolResult,
+    provenance: dict[str, Any],
+    *,
+    pii: Path,
+    no_pii: Path,
+    removals: Path,
+    summary: Path,
+    extra_counts: dict[str, Any],
+) -> dict[str, Any]:
+    """The PII / no-PII pools, the removals table and the summary, each written atomically."""
+    write_notes(result.pii, pii, provenance)
+    write_notes(result.no_pii, no_pii, provenance)
+    write_parquet_atomic(result.removals_table(), removals, provenance)
+    counts = {**result.counts, **extra_counts}
+    write_json_atomic({"summary": counts, "provenance": provenance}, summary)
+    log.info(
+        "pools: %d PII notes (%d spans), %d no-PII notes; removed %s",
+        counts["pii_notes"],
+        counts["pii_spans"],
+        counts["no_pii_notes"],
+        counts["removed"] or "nothing",
+    )
+    return counts
+
+
+def run(args: argparse.Namespace) -> None:
+    settings = args.settings
+    check_pool_settings(settings)
+    allowlist = load_allowlist(args.allowlist)
+    templates, template_provenance = read_accepted_templates(args.templates)
+    seeds = [n for n in read_notes(args.notes) if n.split in set(args.seed_parts)]
+    backend = template_provenance.get("params", {}).get("settings", {}).get("backend", {})
+    source = f"synthetic:template:{backend.get('kind', 'none')}"
+    result, filler = pools_from_templates(
+        templates,
+        seeds,
+        allowlist=allowlist,
+        removed=args.removed,
+        settings=settings,
+        source=source,
         progress=not args.no_progress,
     )
     provenance = make_provenance(
@@ -132,15 +186,12 @@ def run(args: argparse.Namespace) -> None:
             "allowlist": args.allowlist,
         },
     )
-    write_notes(result.pii, args.pii, provenance)
-    write_notes(result.no_pii, args.no_pii, provenance)
-    write_parquet_atomic(result.removals_table(), args.removals, provenance)
-    counts = {**result.counts, "seeds_compared": len(seeds)}
-    write_json_atomic({"summary": counts, "provenance": provenance}, args.summary)
-    log.info(
-        "pools: %d PII notes (%d spans), %d no-PII notes; removed %s",
-        counts["pii_notes"],
-        counts["pii_spans"],
-        counts["no_pii_notes"],
-        counts["removed"] or "nothing",
+    write_pools(
+        result,
+        provenance,
+        pii=args.pii,
+        no_pii=args.no_pii,
+        removals=args.removals,
+        summary=args.summary,
+        extra_counts={"seeds_compared": len(seeds)},
     )

@@ -1,0 +1,1 @@
+"""Differentially private causal language model: training, sampling, audit (seed 004)."""

@@ -1,0 +1,295 @@
+"""Memorization audit and text quality of the language models' samples (seed 004 4.6, 4.7).
+
+``synthdeid audit-dp-lm --run dp=samples.parquet:MODEL_DIR --run non_dp=...
+--masked masked.parquet --canaries canaries.parquet --notes notes.parquet
+--settings JSON --out-dir DIR``
+
+For every model (``--run NAME=SAMPLES:MODEL``), over all its raw samples:
+
+- memorization: each sample's maximum ROUGE-L against every training note
+  (the masked seed notes and the canaries, i.e. exactly what the model was
+  trained on), exact and near duplicates (:mod:`synthdeid.dplm.memorization`);
+- canaries: each canary's best ROUGE-L against all samples, and the samples
+  reproducing its distinctive phrase (:mod:`synthdeid.dplm.canaries`);
+- text quality: perplexity of held-out real notes (masked like the seeds,
+  with their control code) under the model, distinct-1/2/3, and word counts
+  against the held-out real notes (:mod:`synthdeid.dplm.text_quality`).
+
+Writes audit.json, audit.md, audit.csv, audit.html, max_rouge_l.png and
+canaries.png in ``--out-dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from synthdeid.artifacts import (
+    atomic_text,
+    make_provenance,
+    read_parquet_with_provenance,
+    write_json_atomic,
+)
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.notes import read_notes
+
+log = logging.getLogger(__name__)
+
+SETTING_KEYS = {"near_threshold", "phrase_min_share", "resamples", "seed", "perplexity_parts"}
+DISTINCT_N = (1, 2, 3)
+
+
+def parse_run(value: str) -> tuple[str, Path, Path]:
+    """``NAME=SAMPLES:MODEL`` -> (name, samples path, model directory)."""
+    name, sep, rest = value.partition("=")
+    samples, sep2, model = rest.partition(":")
+    if not (sep and sep2 and name and samples and model):
+        raise argparse.ArgumentTypeError(f"expected NAME=SAMPLES.parquet:MODEL_DIR, got {value!r}")
+    return name, Path(samples), Path(model)
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--run", action="append", required=True, type=parse_run, help="NAME=SAMPLES:MODEL_DIR"
+    )
+    parser.add_argument("--masked", required=True, type=Path, help="masked.parquet (training)")
+    parser.add_argument("--canaries", required=True, type=Path, help="canaries.parquet")
+    parser.add_argument("--notes", required=True, type=Path, help="split notes.parquet")
+    parser.add_argument("--settings", type=json.loads, default={}, help="JSON: synth.dplm.audit")
+    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def read_samples(path: Path) -> list[str]:
+    table, _ = read_parquet_with_provenance(path)
+    if "text" not in table.column_names:
+        raise InputError(path, None, "not a samples table: no text column")
+    texts = table.column("text").to_pylist()
+    if not texts:
+        raise InputError(path, None, "no samples to audit")
+    return texts
+
+
+def heldout_masked(notes_path: Path, parts: list[str]) -> list[str]:
+    """The held-out real notes, masked as the seeds were (placeholders for their PHI)."""
+    from synthdeid.mask import mask_note
+
+    notes = [n for n in read_notes(notes_path) if n.split in set(parts)]
+    if not notes:
+        raise InputError(notes_path, None, f"no notes in parts {parts} to score perplexity on")
+    return [mask_note(n).note.text for n in notes]
+
+
+def quality_for(
+    name: str,
+    samples: list[str],
+    model_dir: Path,
+    heldout: list[str],
+    *,
+    device: Any,
+) -> dict[str, Any]:
+    from synthdeid.dplm.corpus import ControlCoder
+    from synthdeid.dplm.model import load_lm
+    from synthdeid.dplm.sampling import perplexity
+    from synthdeid.dplm.text_quality import distinct_n, length_comparison
+    from synthdeid.dplm.train_stage import PRIVACY_FILE, read_lm_settings
+
+    lm = read_lm_settings(model_dir)
+    coder = ControlCoder.from_json(lm["control_codes"])
+    model, tokenizer = load_lm(model_dir, device)
+    ppl = perplexity(
+        model,
+        tokenizer,
+        [(coder.code(t), t) for t in heldout],
+        max_length=int(lm["max_length"]),
+        device=device,
+    )
+    log.info("%s: held-out perplexity %.2f over %d tokens", name, ppl.perplexity, ppl.tokens)
+    return {
+        "privacy": json.loads((model_dir / PRIVACY_FILE).read_text()),
+        "perplexity": ppl.to_json(),
+        "distinct": {f"distinct_{n}": distinct_n(samples, n) for n in DISTINCT_N},
+        "lengths": length_comparison(samples, heldout),
+    }
+
+
+def quality_markdown(quality: dict[str, dict[str, Any]], real_distinct: dict[str, float]) -> str:
+    lines = [
+        "## Privacy and text quality",
+        "",
+        "| model | DP | epsilon | delta | noise multiplier | steps | held-out perplexity "
+        "| distinct-1 | distinct-2 | distinct-3 | words, median [IQR] | KS vs real |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def fmt(value: Any, spec: str = ".3f") -> str:
+        return "n/a" if value is None else format(value, spec)
+
+    for name, q in quality.items():
+        p, d, s = q["privacy"], q["distinct"], q["lengths"]["synthetic"]
+        lines.append(
+            f"| {name} | {'yes' if p['dp'] else 'no'} | {fmt(p['epsilon'], '.2f')} "
+            f"| {fmt(p['delta'], '.2e')} | {fmt(p['noise_multiplier'], '.3f')} | {p['steps']} "
+            f"| {q['perplexity']['perplexity']:.1f} | {d['distinct_1']:.3f} | {d['distinct_2']:.3f} "
+            f"| {d['distinct_3']:.3f} | {s['median']:.0f} [{s['q1']:.0f}, {s['q3']:.0f}] "
+            f"| {q['lengths']['ks_statistic']:.3f} |"
+        )
+    real = next(iter(quality.values()))["lengths"]["real"]
+    lines.append(
+        f"| real held-out | | | | | | | {real_distinct['distinct_1']:.3f} "
+        f"| {real_distinct['distinct_2']:.3f} | {real_distinct['distinct_3']:.3f} "
+        f"| {real['median']:.0f} [{real['q1']:.0f}, {real['q3']:.0f}] | |"
+    )
+    lines += [
+        "",
+        "Perplexity: held-out real notes, masked like the seeds, each after its control code. "
+        "Distinct-n: unique / total word n-grams over all samples. KS: two-sample "
+        "Kolmogorov-Smirnov statistic of word counts, samples vs held-out real notes.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def run(args: argparse.Namespace) -> None:
+    import torch
+
+    from synthdeid.dplm.canaries import canary_report
+    from synthdeid.dplm.canary_stage import read_canaries
+    from synthdeid.dplm.memorization import (
+        audit_markdown,
+        compare_audits,
+        memorization_audit,
+        plot_canaries,
+        plot_max_rouge_histograms,
+    )
+    from synthdeid.dplm.rouge import RougeIndex
+    from synthdeid.dplm.text_quality import distinct_n
+    from synthdeid.ner.model import pick_device
+    from synthdeid.synthesis.diagnostics import markdown_to_html
+
+    settings = dict(args.settings)
+    unknown = sorted(set(settings) - SETTING_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"synth.dplm.audit: unknown keys {unknown}; known: {sorted(SETTING_KEYS)}"
+        )
+    names = [name for name, _, _ in args.run]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--run names must be distinct, got {names}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = pick_device(args.device)
+    canaries = read_canaries(args.canaries)
+    if not canaries:
+        raise InputError(args.canaries, None, "no canaries: the canary test needs at least one")
+    training = [n.text for n in read_notes(args.masked)] + [c.text for c in canaries]
+    heldout = heldout_masked(args.notes, list(settings.get("perplexity_parts", ["holdout"])))
+    near = float(settings.get("near_threshold", 0.8))
+    resamples = int(settings.get("resamples", 2000))
+    seed = int(settings.get("seed", 42))
+    index = RougeIndex(training)
+    audits, canary_reports, quality = {}, {}, {}
+    for name, samples_path, model_dir in args.run:
+        samples = read_samples(samples_path)
+        log.info(
+            "%s: auditing %d samples against %d training notes", name, len(samples), len(training)
+        )
+        audits[name] = memorization_audit(
+            samples,
+            training,
+            near_threshold=near,
+            resamples=resamples,
+            seed=seed,
+            progress=not args.no_progress,
+            index=index,
+        )
+        canary_reports[name] = canary_report(
+            canaries,
+            samples,
+            phrase_min_share=float(settings.get("phrase_min_share", 0.8)),
+            resamples=resamples,
+            seed=seed,
+        )
+        quality[name] = quality_for(name, samples, model_dir, heldout, device=device)
+    real_distinct = {f"distinct_{n}": distinct_n(heldout, n) for n in DISTINCT_N}
+    out = args.out_dir
+    out.mkdir(parents=True, exist_ok=True)
+    plot_max_rouge_histograms(audits, out / "max_rouge_l.png")
+    plot_canaries(canary_reports, out / "canaries.png")
+    markdown = "\n".join(
+        [
+            "# DP language model: memorization audit and text quality",
+            "",
+            audit_markdown(
+                audits,
+                canary_reports,
+                histogram="max_rouge_l.png",
+                canary_figure="canaries.png",
+            ),
+            quality_markdown(quality, real_distinct),
+        ]
+    )
+    with atomic_text(out / "audit.md") as handle:
+        handle.write(markdown)
+    with atomic_text(out / "audit.html") as handle:
+        handle.write(markdown_to_html(markdown, "DP language model audit"))
+    rows = compare_audits(audits)
+    for row in rows:
+        q = quality[row["model"]]
+        row.update(
+            epsilon=q["privacy"]["epsilon"],
+            perplexity=q["perplexity"]["perplexity"],
+            **q["distinct"],
+            canary_mean_best_rouge_l=canary_reports[row["model"]].mean_best_rouge_l.estimate,
+            canaries_reproduced=canary_reports[row["model"]].n_canaries_reproduced,
+        )
+    with atomic_text(out / "audit.csv") as handle:
+        handle.write(csv_text(rows))
+    provenance = make_provenance(
+        "audit-dp-lm",
+        {"settings": settings, "runs": names},
+        {"masked": args.masked, "canaries": args.canaries, "notes": args.notes}
+        | {f"samples_{name}": path for name, path, _ in args.run},
+    )
+    write_json_atomic(
+        {
+            "models": {
+                name: {
+                    "memorization": audits[name].to_json(),
+                    "canaries": canary_reports[name].to_json(),
+                    **quality[name],
+                }
+                for name in names
+            },
+            "real_heldout": {"notes": len(heldout), **real_distinct},
+            "training_notes": len(training),
+            "provenance": provenance,
+        },
+        out / "audit.json",
+    )
+    for row in rows:
+        log.info(
+            "%s: mean max ROUGE-L %.3f [%.3f, %.3f], near duplicates %d/%d, canaries reproduced %d",
+            row["model"],
+            row["mean_max_rouge_l"],
+            row["mean_ci_lo"],
+            row["mean_ci_hi"],
+            row["n_near_duplicates"],
+            row["n_samples"],
+            row["canaries_reproduced"],
+        )

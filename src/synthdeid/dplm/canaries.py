@@ -1,0 +1,377 @@
+"""Canary notes planted in the training set, and the test of whether samples reproduce them.
+
+Canaries (:func:`make_canaries`): ``k`` nursing-note-like texts of 60 to 120
+words (whitespace-separated), each built from generic clinical filler
+sentences written for this module (no corpus text) around one sentence that
+carries a *distinctive phrase*: an improbable combination drawn from word
+lists of this module, ``<adjective> <animal> <hobby verb> <number in words>
+<material> <objects> near <invented place word> <building>``, e.g. "speckled
+axolotl polishes two hundred eleven brass thimbles near quilowick lighthouse"
+(9 to 12 ROUGE tokens). The invented place word (three syllables from fixed
+lists) is different for every canary, so phrases are unique (asserted). The
+texts carry no digits, dates, phone numbers, record numbers or person names
+and no placeholders, so the identifier scanner has nothing to flag. The
+generator is ``random.Random(seed)`` drawing canary after canary, so a seed
+gives the same canaries, and the first ``k`` canaries of a larger ``k``.
+
+Canary test (:func:`canary_report`), for the samples of one model:
+
+* best ROUGE-L of a canary: the highest ROUGE-L F of the canary note against
+  any sample (``rouge_score``'s ``score(target=sample, prediction=canary)``),
+  and the first sample reaching it (-1 when no sample shares a token);
+* a sample *reproduces* a canary when (a) the normalised phrase occurs in the
+  normalised sample (normalised: casefolded, ROUGE-tokenized, tokens joined by
+  single spaces, so whitespace and punctuation runs collapse; matched on token
+  boundaries), or (b) the LCS of the phrase's tokens within the sample's tokens
+  covers at least ``phrase_min_share`` of the phrase's tokens (LCS recall of the
+  phrase against the sample: its words appear in order, possibly with other
+  words between them). A scrambled phrase is not a reproduction.
+
+Aggregates: mean best ROUGE-L over canaries with a 95% percentile bootstrap
+interval over canaries, the maximum, the number and share of canaries
+reproduced by at least one sample (95% Wilson interval over canaries), and the
+number and share of samples reproducing any canary (95% Wilson interval over
+samples).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from synthdeid.dplm.memorization import (
+    N_RESAMPLES,
+    SEED,
+    bootstrap_mean_interval,
+    interval_json,
+    wilson_interval,
+)
+from synthdeid.dplm.rouge import RougeIndex
+from synthdeid.errors import ConfigError
+from synthdeid.evaluation.bootstrap import Interval
+
+log = logging.getLogger(__name__)
+
+MIN_WORDS = 60
+MAX_WORDS = 120
+PHRASE_MIN_SHARE = 0.8
+
+FILLER_SENTENCES = (
+    "Patient resting quietly in bed with the call light within reach.",
+    "Skin warm and dry, no new areas of redness noted on the back or heels.",
+    "Lungs sound clear in all fields and breathing is even and unlabored.",
+    "Tolerated a soft diet at supper without nausea or vomiting.",
+    "Assisted to the chair for most of the afternoon and tolerated it well.",
+    "Denies chest pain, shortness of breath or dizziness at this time.",
+    "Peripheral line in the left forearm flushes easily without swelling.",
+    "Abdomen soft and nontender with active bowel sounds in all quadrants.",
+    "Voiding without difficulty in the bathroom with standby assistance.",
+    "Ambulated in the hallway with a walker and steady gait.",
+    "Dressing over the incision clean, dry and intact, no drainage seen.",
+    "Reports pain as mild and declined additional medication overnight.",
+    "Oriented and follows commands, speech clear and appropriate.",
+    "Encouraged fluids and use of the incentive spirometer every hour while awake.",
+    "Turned and repositioned regularly to protect pressure points.",
+    "Appetite fair, ate about half of the breakfast tray.",
+    "Slept in short stretches through the night and woke easily to voice.",
+    "Family visited in the evening and asked appropriate questions about the plan.",
+    "Bed alarm on, side rails up as ordered, fall precautions maintained.",
+    "Vital signs stable through the shift and within expected ranges.",
+    "Pulses palpable in both feet and extremities warm to touch.",
+    "Oxygen weaned to room air with saturations remaining acceptable.",
+    "Teaching provided on medications and the patient repeated it back correctly.",
+    "Mild swelling of both ankles, legs elevated on pillows.",
+    "Blood sugar checks continued before meals and at bedtime as ordered.",
+    "Physical therapy saw the patient and recommended continued walking.",
+    "No signs of bleeding at the access site after the procedure.",
+    "Mouth care done and the patient was made comfortable for the night.",
+    "Plan of care reviewed with the team during morning rounds.",
+    "Continue to monitor and notify the covering provider of any changes.",
+)
+
+LEAD_INS = (
+    "Patient talked at length about how the {phrase}.",
+    "During the evening chat the patient described how the {phrase}.",
+    "Spouse explained at the bedside that the {phrase}.",
+    "Patient insisted on telling staff that the {phrase}.",
+)
+
+ADJECTIVES = (
+    "turquoise", "speckled", "lavender", "copper", "striped", "amber", "silver", "crimson",
+    "ochre", "indigo", "marbled", "saffron", "pewter", "emerald", "tawny", "velvet",
+)  # fmt: skip
+ANIMALS = (
+    "iguana", "hedgehog", "tortoise", "ferret", "axolotl", "cockatoo", "chinchilla",
+    "salamander", "alpaca", "pangolin", "tarantula", "armadillo", "lemur", "gecko",
+    "peacock", "capybara",
+)  # fmt: skip
+HOBBY_VERBS = (
+    "collects", "polishes", "arranges", "catalogues", "paints", "counts", "stacks", "guards",
+)  # fmt: skip
+MATERIALS = (
+    "brass", "porcelain", "glass", "tin", "walnut", "seashell", "clay", "pewter", "bamboo",
+)  # fmt: skip
+OBJECTS = (
+    "thimbles", "teacups", "compasses", "marbles", "lanterns", "spoons", "kettles",
+    "buttons", "sundials", "whistles", "hourglasses", "doorknobs",
+)  # fmt: skip
+PLACE_FIRST = (
+    "zor", "quil", "brax", "vel", "mor", "thal", "kest", "drun", "plim", "wex", "yar",
+    "gul", "snor", "trev", "obb", "frim",
+)  # fmt: skip
+PLACE_MIDDLE = ("a", "e", "i", "o", "u", "ae", "io", "ou")
+PLACE_LAST = (
+    "mere", "holt", "wick", "vane", "thorpe", "dale", "fell", "moor", "gate", "brook",
+    "stead", "tarn",
+)  # fmt: skip
+BUILDINGS = (
+    "lighthouse", "granary", "windmill", "boathouse", "observatory", "quarry", "orchard",
+    "aqueduct", "greenhouse", "belfry",
+)  # fmt: skip
+
+_ONES = (
+    "", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen",
+    "eighteen", "nineteen",
+)  # fmt: skip
+_TENS = ("", "", "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety")
+
+
+def number_words(n: int) -> str:
+    """``n`` (1..999) in English words without hyphens: 347 -> "three hundred forty seven"."""
+    if not 1 <= n <= 999:
+        raise ValueError(f"number_words covers 1..999, got {n}")
+    words = []
+    hundreds, rest = divmod(n, 100)
+    if hundreds:
+        words += [_ONES[hundreds], "hundred"]
+    if rest >= 20:
+        words.append(_TENS[rest // 10])
+        if rest % 10:
+            words.append(_ONES[rest % 10])
+    elif rest:
+        words.append(_ONES[rest])
+    return " ".join(words)
+
+
+@dataclass(frozen=True)
+class Canary:
+    """A canary note and its distinctive phrase (a substring of ``text``)."""
+
+    canary_id: str
+    text: str
+    phrase: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"canary_id": self.canary_id, "text": self.text, "phrase": self.phrase}
+
+
+def _phrase(rng: random.Random, place: str) -> str:
+    # a "rare" number: 11..999, never a multiple of ten
+    number = rng.choice([n for n in range(11, 1000) if n % 10])
+    return " ".join(
+        [
+            rng.choice(ADJECTIVES),
+            rng.choice(ANIMALS),
+            rng.choice(HOBBY_VERBS),
+            number_words(number),
+            rng.choice(MATERIALS),
+            rng.choice(OBJECTS),
+            "near",
+            place,
+            rng.choice(BUILDINGS),
+        ]
+    )
+
+
+def _note(rng: random.Random, phrase: str) -> str:
+    carrier = rng.choice(LEAD_INS).format(phrase=phrase)
+    target = rng.randint(MIN_WORDS, MAX_WORDS)
+    fillers = list(FILLER_SENTENCES)
+    rng.shuffle(fillers)
+    chosen: list[str] = []
+    total = len(carrier.split())
+    for sentence in fillers:
+        if total >= target:
+            break
+        size = len(sentence.split())
+        if total + size <= MAX_WORDS:
+            chosen.append(sentence)
+            total += size
+    chosen.insert(rng.randint(0, len(chosen)), carrier)
+    text = " ".join(chosen)
+    if not MIN_WORDS <= len(text.split()) <= MAX_WORDS:  # pragma: no cover - by construction
+        raise AssertionError(f"canary of {len(text.split())} words")
+    return text
+
+
+def make_canaries(k: int, seed: int) -> list[Canary]:
+    """``k`` canary notes with unique distinctive phrases (see the module docstring)."""
+    if k < 0:
+        raise ConfigError(f"the number of canaries must be >= 0, got {k}")
+    capacity = len(PLACE_FIRST) * len(PLACE_MIDDLE) * len(PLACE_LAST)
+    if k > capacity // 2:
+        raise ConfigError(f"at most {capacity // 2} canaries can be made, asked for {k}")
+    rng = random.Random(seed)
+    places: set[str] = set()
+    canaries = []
+    for i in range(k):
+        while True:
+            place = rng.choice(PLACE_FIRST) + rng.choice(PLACE_MIDDLE) + rng.choice(PLACE_LAST)
+            if place not in places:
+                places.add(place)
+                break
+        phrase = _phrase(rng, place)
+        canaries.append(Canary(f"canary_{i + 1:03d}", _note(rng, phrase), phrase))
+    phrases = [c.phrase for c in canaries]
+    assert len(set(phrases)) == len(phrases), "canary phrases must be unique"
+    return canaries
+
+
+def normalised_tokens(text: str, index: RougeIndex) -> str:
+    """Casefolded, ROUGE-tokenized, tokens joined by single spaces."""
+    return " ".join(index.tokenize(text.casefold()))
+
+
+@dataclass(frozen=True)
+class CanaryRow:
+    """One canary against the samples of one model."""
+
+    canary_id: str
+    best_rouge_l: float  # highest ROUGE-L of the canary note against any sample
+    best_sample_index: int  # first sample reaching it; -1 when it is 0.0
+    best_phrase_recall: float  # highest LCS recall of the phrase's tokens in a sample
+    n_samples_reproducing: int  # samples that reproduce the phrase
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "canary_id": self.canary_id,
+            "best_rouge_l": float(self.best_rouge_l),
+            "best_sample_index": int(self.best_sample_index),
+            "best_phrase_recall": float(self.best_phrase_recall),
+            "n_samples_reproducing": int(self.n_samples_reproducing),
+        }
+
+
+@dataclass(frozen=True)
+class CanaryReport:
+    """Canary test of one model's samples (see the module docstring)."""
+
+    rows: tuple[CanaryRow, ...]
+    n_canaries: int
+    n_samples: int
+    mean_best_rouge_l: Interval  # bootstrap over canaries
+    max_best_rouge_l: float
+    n_canaries_reproduced: int
+    canaries_reproduced: Interval  # Wilson, over canaries
+    n_samples_reproducing_any: int
+    samples_reproducing_any: Interval  # Wilson, over samples
+    phrase_min_share: float
+    resamples: int
+    seed: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rows": [row.to_json() for row in self.rows],
+            "n_canaries": self.n_canaries,
+            "n_samples": self.n_samples,
+            "mean_best_rouge_l": interval_json(self.mean_best_rouge_l),
+            "max_best_rouge_l": float(self.max_best_rouge_l),
+            "n_canaries_reproduced": self.n_canaries_reproduced,
+            "canaries_reproduced": interval_json(self.canaries_reproduced),
+            "n_samples_reproducing_any": self.n_samples_reproducing_any,
+            "samples_reproducing_any": interval_json(self.samples_reproducing_any),
+            "phrase_min_share": float(self.phrase_min_share),
+            "resamples": self.resamples,
+            "seed": self.seed,
+            "definitions": {
+                "best_rouge_l": "highest rouge_score ROUGE-L F of the canary note against any sample",
+                "reproduces": (
+                    "normalised phrase occurs in the normalised sample, or the LCS recall of "
+                    "the phrase's tokens in the sample >= phrase_min_share"
+                ),
+                "mean_interval": "95% percentile bootstrap over canaries",
+                "share_interval": "95% Wilson score interval",
+            },
+        }
+
+
+def canary_report(
+    canaries: Sequence[Canary],
+    samples: Sequence[str],
+    *,
+    phrase_min_share: float = PHRASE_MIN_SHARE,
+    resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    use_stemmer: bool = False,
+    index: RougeIndex | None = None,
+) -> CanaryReport:
+    """Best ROUGE-L of each canary against ``samples`` and the phrase reproductions.
+
+    ``index``: a :class:`RougeIndex` already built from ``samples``.
+    """
+    if not 0.0 < phrase_min_share <= 1.0:
+        raise ConfigError(f"phrase_min_share must be in (0, 1], got {phrase_min_share}")
+    if not canaries:
+        raise ConfigError("the canary test needs at least one canary")
+    if not samples:
+        raise ConfigError("the canary test needs at least one sample")
+    if index is None:
+        index = RougeIndex(samples, use_stemmer=use_stemmer)
+    elif len(index) != len(samples) or index.use_stemmer != use_stemmer:
+        raise ConfigError(
+            f"the ROUGE index covers {len(index)} texts (use_stemmer={index.use_stemmer}), "
+            f"there are {len(samples)} samples (use_stemmer={use_stemmer})"
+        )
+    normalised = [f" {normalised_tokens(s, index)} " for s in samples]
+    any_reproduction = np.zeros(len(samples), dtype=bool)
+    rows = []
+    for canary in canaries:
+        phrase_tokens = index.tokenize(canary.phrase)
+        if not phrase_tokens:
+            raise ConfigError(f"{canary.canary_id}: the distinctive phrase has no tokens")
+        best, where = index.max_rouge_l(canary.text)
+        recall = index.lcs_lengths_tokens(phrase_tokens) / len(phrase_tokens)
+        phrase = f" {normalised_tokens(canary.phrase, index)} "
+        contains = np.array([phrase in s for s in normalised], dtype=bool)
+        reproduced = contains | (recall >= phrase_min_share)
+        any_reproduction |= reproduced
+        rows.append(
+            CanaryRow(
+                canary_id=canary.canary_id,
+                best_rouge_l=best,
+                best_sample_index=where,
+                best_phrase_recall=float(recall.max()),
+                n_samples_reproducing=int(reproduced.sum()),
+            )
+        )
+    best_values = [row.best_rouge_l for row in rows]
+    n_reproduced = sum(row.n_samples_reproducing > 0 for row in rows)
+    n_any = int(any_reproduction.sum())
+    report = CanaryReport(
+        rows=tuple(rows),
+        n_canaries=len(rows),
+        n_samples=len(samples),
+        mean_best_rouge_l=bootstrap_mean_interval(best_values, resamples=resamples, seed=seed),
+        max_best_rouge_l=float(max(best_values)),
+        n_canaries_reproduced=n_reproduced,
+        canaries_reproduced=wilson_interval(n_reproduced, len(rows)),
+        n_samples_reproducing_any=n_any,
+        samples_reproducing_any=wilson_interval(n_any, len(samples)),
+        phrase_min_share=float(phrase_min_share),
+        resamples=resamples,
+        seed=seed,
+    )
+    log.info(
+        "canary test: %d/%d canaries reproduced, %d/%d samples reproduce one",
+        n_reproduced,
+        len(rows),
+        n_any,
+        len(samples),
+    )
+    return report

@@ -1,0 +1,56 @@
+"""Write the canary notes planted in the language model's training set.
+
+``synthdeid plant-canaries --count K --seed S --out canaries.parquet``
+
+Canaries are note-like texts, each with one distinctive phrase, from a
+seeded generator (:mod:`synthdeid.dplm.canaries`); they contain no real
+data. Both the DP and the non-DP model train on them, and the memorization
+audit checks whether samples reproduce them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+import pyarrow as pa
+
+from synthdeid.artifacts import make_provenance, read_parquet_with_provenance, write_parquet_atomic
+from synthdeid.dplm.canaries import Canary, make_canaries
+from synthdeid.errors import ConfigError, InputError
+
+log = logging.getLogger(__name__)
+
+CANARIES_SCHEMA = pa.schema(
+    [
+        pa.field("canary_id", pa.string(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("phrase", pa.string(), nullable=False),
+    ],
+    metadata={b"synthdeid.synthetic": b"canary notes from a seeded generator"},
+)
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--count", required=True, type=int, help="number of canaries (K)")
+    parser.add_argument("--seed", type=int, default=7, help="generator seed")
+    parser.add_argument("--out", required=True, type=Path, help="canaries.parquet to write")
+
+
+def read_canaries(path: Path) -> list[Canary]:
+    table, _ = read_parquet_with_provenance(path)
+    missing = sorted(set(CANARIES_SCHEMA.names) - set(table.column_names))
+    if missing:
+        raise InputError(path, None, f"not a canaries table: missing columns {missing}")
+    return [Canary(r["canary_id"], r["text"], r["phrase"]) for r in table.to_pylist()]
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.count < 0:
+        raise ConfigError(f"--count must be >= 0, got {args.count}")
+    canaries = make_canaries(args.count, args.seed)
+    table = pa.Table.from_pylist([c.to_json() for c in canaries], schema=CANARIES_SCHEMA)
+    provenance = make_provenance("plant-canaries", {"count": args.count, "seed": args.seed})
+    write_parquet_atomic(table, args.out, provenance)
+    log.info("wrote %d canaries to %s", len(canaries), args.out)

@@ -1,0 +1,535 @@
+"""Memorization audit of generated notes against the training notes (seed 004, 4.6).
+
+For every generated sample, the audit computes its ROUGE-L F-measure against
+every training note and keeps the highest (``max_rouge_l``) and the first
+training note reaching it (``best_training_index``, -1 when no training note
+shares a token with the sample). ROUGE-L is that of ``rouge_score``
+(``RougeScorer(["rougeL"]).score(target=training_note, prediction=sample)``,
+computed exactly by :class:`synthdeid.dplm.rouge.RougeIndex`).
+
+* exact duplicate: the sample's normalised text (casefolded, runs of
+  whitespace collapsed to one space, stripped) equals a training note's
+  normalised text; ``exact_duplicate_index`` is the first such note (-1: none).
+* near duplicate: ``max_rouge_l >= near_threshold`` (0.8 by default). Every
+  exact duplicate with at least one token is also a near duplicate.
+
+Summary (over samples): n, mean with a 95% percentile bootstrap interval
+(``resamples`` resamples of the samples, ``numpy.random.default_rng(seed)``),
+median, quartiles (numpy linear percentiles 25/50/75), min, max, and the
+counts and shares of exact and near duplicates with 95% Wilson score
+intervals. The DP and non-DP audits are put side by side by
+:func:`compare_audits` (table rows), :func:`audit_markdown` (a Markdown section
+that also carries the canary test of :mod:`synthdeid.dplm.canaries`) and
+:func:`plot_max_rouge_histograms` (one histogram panel per model, same bins).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from tqdm import tqdm
+
+from synthdeid.artifacts import atomic_path
+from synthdeid.dplm.rouge import RougeIndex
+from synthdeid.errors import ConfigError
+from synthdeid.evaluation.bootstrap import Interval, percentile_interval
+
+if TYPE_CHECKING:
+    from synthdeid.dplm.canaries import CanaryReport
+
+log = logging.getLogger(__name__)
+
+N_RESAMPLES = 2000
+SEED = 42
+CI_LEVEL = 0.95
+NEAR_THRESHOLD = 0.8
+_BOOTSTRAP_CHUNK_CELLS = 1 << 22  # resample draws held in memory at once
+_WHITESPACE = re.compile(r"\s+")
+
+
+def z_for_level(level: float = CI_LEVEL) -> float:
+    """Two-sided standard normal quantile: 1.959963984540054 for 0.95."""
+    if not 0 < level < 1:
+        raise ValueError(f"confidence level must be in (0, 1), got {level}")
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(1 - (1 - level) / 2)
+
+
+def wilson_interval(successes: int, n: int, level: float = CI_LEVEL) -> Interval:
+    """Share ``successes / n`` with its Wilson score interval.
+
+    ``center = (p + z^2 / 2n) / (1 + z^2 / n)``, ``half = z * sqrt(p (1 - p) / n +
+    z^2 / 4n^2) / (1 + z^2 / n)``, interval ``center -/+ half`` clipped to [0, 1].
+    """
+    if n < 1:
+        raise ValueError(f"a Wilson interval needs n >= 1, got {n}")
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must be in [0, n={n}], got {successes}")
+    z = z_for_level(level)
+    p = successes / n
+    denominator = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n) / denominator
+    # the bounds are exactly 0 at 0 successes and exactly 1 at n (no float residue)
+    lo = 0.0 if successes == 0 else max(0.0, center - half)
+    hi = 1.0 if successes == n else min(1.0, center + half)
+    return Interval(p, lo, hi)
+
+
+def bootstrap_mean_interval(
+    values: Sequence[float] | np.ndarray,
+    *,
+    resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    level: float = CI_LEVEL,
+) -> Interval:
+    """Mean of ``values`` with a percentile bootstrap interval (resampling the values)."""
+    data = np.asarray(values, dtype=np.float64)
+    if data.size == 0:
+        raise ValueError("the bootstrap needs at least one value")
+    if resamples < 1:
+        raise ValueError(f"resamples must be positive, got {resamples}")
+    rng = np.random.default_rng(seed)
+    n = data.size
+    chunk = max(1, _BOOTSTRAP_CHUNK_CELLS // n)
+    means = np.empty(resamples, dtype=np.float64)
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        drawn = rng.integers(0, n, size=(stop - start, n))
+        means[start:stop] = data[drawn].mean(axis=1)
+    lo, hi = percentile_interval(means, level)
+    return Interval(float(data.mean()), lo, hi)
+
+
+def interval_json(interval: Interval) -> dict[str, float]:
+    return {k: float(v) for k, v in interval.as_dict().items()}
+
+
+def normalise_text(text: str) -> str:
+    """Casefolded, runs of whitespace collapsed to one space, stripped."""
+    return _WHITESPACE.sub(" ", text.casefold()).strip()
+
+
+def check_threshold(name: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{name} must be in [0, 1], got {value}")
+
+
+@dataclass(frozen=True)
+class AuditSummary:
+    """Distribution of the per-sample maximum ROUGE-L and the duplicate counts."""
+
+    n_samples: int
+    n_training: int
+    mean: Interval  # bootstrap over samples
+    median: float
+    q1: float
+    q3: float
+    min: float
+    max: float
+    near_threshold: float
+    n_exact_duplicates: int
+    exact_share: Interval  # Wilson, over samples
+    n_near_duplicates: int
+    near_share: Interval  # Wilson, over samples
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "n_samples": self.n_samples,
+            "n_training": self.n_training,
+            "mean": interval_json(self.mean),
+            "median": float(self.median),
+            "q1": float(self.q1),
+            "q3": float(self.q3),
+            "min": float(self.min),
+            "max": float(self.max),
+            "near_threshold": float(self.near_threshold),
+            "n_exact_duplicates": self.n_exact_duplicates,
+            "exact_share": interval_json(self.exact_share),
+            "n_near_duplicates": self.n_near_duplicates,
+            "near_share": interval_json(self.near_share),
+        }
+
+
+@dataclass(frozen=True)
+class MemorizationAudit:
+    """Per-sample maximum ROUGE-L against the training notes, duplicates, summary."""
+
+    max_rouge_l: tuple[float, ...]
+    best_training_index: tuple[int, ...]  # -1: no training note shares a token
+    exact_duplicate_index: tuple[int, ...]  # -1: not an exact duplicate
+    summary: AuditSummary
+    resamples: int
+    seed: int
+    use_stemmer: bool
+
+    @property
+    def near_duplicate(self) -> tuple[bool, ...]:
+        threshold = self.summary.near_threshold
+        return tuple(v >= threshold for v in self.max_rouge_l)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary.to_json(),
+            "max_rouge_l": [float(v) for v in self.max_rouge_l],
+            "best_training_index": [int(i) for i in self.best_training_index],
+            "exact_duplicate_index": [int(i) for i in self.exact_duplicate_index],
+            "resamples": self.resamples,
+            "seed": self.seed,
+            "use_stemmer": self.use_stemmer,
+            "ci_level": CI_LEVEL,
+            "definitions": {
+                "max_rouge_l": "highest rouge_score ROUGE-L F of the sample against any training note",
+                "exact_duplicate": "casefolded, whitespace-collapsed text equal to a training note",
+                "near_duplicate": "max_rouge_l >= near_threshold",
+                "mean_interval": "95% percentile bootstrap over samples",
+                "share_interval": "95% Wilson score interval over samples",
+            },
+        }
+
+
+def memorization_audit(
+    samples: Sequence[str],
+    training: Sequence[str],
+    *,
+    near_threshold: float = NEAR_THRESHOLD,
+    resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+    use_stemmer: bool = False,
+    progress: bool = True,
+    index: RougeIndex | None = None,
+) -> MemorizationAudit:
+    """Audit ``samples`` against ``training`` (see the module docstring).
+
+    ``index``: a :class:`RougeIndex` already built from ``training`` (to audit
+    several models against one training set without rebuilding it).
+    """
+    check_threshold("near_threshold", near_threshold)
+    if not training:
+        raise ConfigError("the memorization audit needs at least one training note")
+    if not samples:
+        raise ConfigError("the memorization audit needs at least one sample")
+    if index is None:
+        index = RougeIndex(training, use_stemmer=use_stemmer)
+    elif len(index) != len(training) or index.use_stemmer != use_stemmer:
+        raise ConfigError(
+            f"the ROUGE index covers {len(index)} notes (use_stemmer={index.use_stemmer}), "
+            f"the training set {len(training)} (use_stemmer={use_stemmer})"
+        )
+    first_copy: dict[str, int] = {}
+    for i, text in enumerate(training):
+        first_copy.setdefault(normalise_text(text), i)
+    best_values: list[float] = []
+    best_indices: list[int] = []
+    exact: list[int] = []
+    for sample in tqdm(samples, desc="max ROUGE-L", unit="sample", disable=not progress):
+        value, where = index.max_rouge_l(sample)
+        best_values.append(value)
+        best_indices.append(where)
+        exact.append(first_copy.get(normalise_text(sample), -1))
+    values = np.array(best_values, dtype=np.float64)
+    n = len(values)
+    n_exact = sum(i >= 0 for i in exact)
+    n_near = int((values >= near_threshold).sum())
+    q1, median, q3 = (float(q) for q in np.percentile(values, [25, 50, 75]))
+    summary = AuditSummary(
+        n_samples=n,
+        n_training=len(training),
+        mean=bootstrap_mean_interval(values, resamples=resamples, seed=seed),
+        median=median,
+        q1=q1,
+        q3=q3,
+        min=float(values.min()),
+        max=float(values.max()),
+        near_threshold=float(near_threshold),
+        n_exact_duplicates=n_exact,
+        exact_share=wilson_interval(n_exact, n),
+        n_near_duplicates=n_near,
+        near_share=wilson_interval(n_near, n),
+    )
+    log.info(
+        "memorization audit: %d samples, mean max ROUGE-L %.3f, %d exact and %d near duplicates",
+        n,
+        summary.mean.estimate,
+        n_exact,
+        n_near,
+    )
+    return MemorizationAudit(
+        max_rouge_l=tuple(best_values),
+        best_training_index=tuple(best_indices),
+        exact_duplicate_index=tuple(exact),
+        summary=summary,
+        resamples=resamples,
+        seed=seed,
+        use_stemmer=use_stemmer,
+    )
+
+
+COMPARE_FIELDS = (
+    "model",
+    "n_samples",
+    "n_training",
+    "mean_max_rouge_l",
+    "mean_ci_lo",
+    "mean_ci_hi",
+    "median",
+    "q1",
+    "q3",
+    "min",
+    "max",
+    "near_threshold",
+    "n_exact_duplicates",
+    "exact_share",
+    "exact_ci_lo",
+    "exact_ci_hi",
+    "n_near_duplicates",
+    "near_share",
+    "near_ci_lo",
+    "near_ci_hi",
+)
+
+
+def compare_audits(audits: Mapping[str, MemorizationAudit]) -> list[dict[str, Any]]:
+    """One row per model (keys :data:`COMPARE_FIELDS`), in the mapping's order."""
+    if not audits:
+        raise ValueError("no audits to compare")
+    rows = []
+    for model, audit in audits.items():
+        s = audit.summary
+        rows.append(
+            {
+                "model": model,
+                "n_samples": s.n_samples,
+                "n_training": s.n_training,
+                "mean_max_rouge_l": float(s.mean.estimate),
+                "mean_ci_lo": float(s.mean.lo),
+                "mean_ci_hi": float(s.mean.hi),
+                "median": s.median,
+                "q1": s.q1,
+                "q3": s.q3,
+                "min": s.min,
+                "max": s.max,
+                "near_threshold": s.near_threshold,
+                "n_exact_duplicates": s.n_exact_duplicates,
+                "exact_share": float(s.exact_share.estimate),
+                "exact_ci_lo": float(s.exact_share.lo),
+                "exact_ci_hi": float(s.exact_share.hi),
+                "n_near_duplicates": s.n_near_duplicates,
+                "near_share": float(s.near_share.estimate),
+                "near_ci_lo": float(s.near_share.lo),
+                "near_ci_hi": float(s.near_share.hi),
+            }
+        )
+    return rows
+
+
+def _ci(interval: Interval, digits: int = 3) -> str:
+    return f"{interval.estimate:.{digits}f} [{interval.lo:.{digits}f}, {interval.hi:.{digits}f}]"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def audit_markdown(
+    audits: Mapping[str, MemorizationAudit],
+    canaries: Mapping[str, CanaryReport] | None = None,
+    *,
+    histogram: str | None = None,
+    canary_figure: str | None = None,
+    title: str = "Memorization audit",
+    level: int = 2,
+) -> str:
+    """A Markdown section: the max ROUGE-L comparison, then the canary test.
+
+    ``histogram`` and ``canary_figure`` are figure paths (relative to the
+    Markdown file) to link; ``canaries`` maps model names to canary reports.
+    """
+    if not audits:
+        raise ValueError("no audits to report")
+    h = "#" * level
+    first = next(iter(audits.values())).summary
+    lines = [
+        f"{h} {title}",
+        "",
+        f"Each generated sample is scored with ROUGE-L (rouge_score F-measure) against all "
+        f"{first.n_training} training notes and its maximum is kept (seed 004, 4.6). "
+        f"Exact duplicate: casefolded, whitespace-collapsed text equal to a training note; "
+        f"near duplicate: max ROUGE-L >= {first.near_threshold:g}. Means with 95% percentile "
+        f"bootstrap intervals over samples; shares with 95% Wilson intervals.",
+        "",
+    ]
+    lines += _table(
+        [
+            "model",
+            "samples",
+            "mean max ROUGE-L [95% CI]",
+            "median [IQR]",
+            "min - max",
+            "exact duplicates",
+            f"near duplicates (>= {first.near_threshold:g})",
+        ],
+        [
+            [
+                model,
+                str(a.summary.n_samples),
+                _ci(a.summary.mean),
+                f"{a.summary.median:.3f} [{a.summary.q1:.3f}-{a.summary.q3:.3f}]",
+                f"{a.summary.min:.3f} - {a.summary.max:.3f}",
+                f"{a.summary.n_exact_duplicates} ({_ci(a.summary.exact_share)})",
+                f"{a.summary.n_near_duplicates} ({_ci(a.summary.near_share)})",
+            ]
+            for model, a in audits.items()
+        ],
+    )
+    if histogram:
+        lines += ["", f"![Maximum ROUGE-L per sample]({histogram})"]
+    if canaries:
+        reports = list(canaries.values())
+        some = reports[0]
+        lines += [
+            "",
+            f"{h}# Canaries",
+            "",
+            f"{some.n_canaries} canary notes, each with a unique distinctive phrase, were "
+            f"planted in the training set. Best ROUGE-L: the highest ROUGE-L of the canary "
+            f"note against any sample (mean with a 95% bootstrap interval over canaries). A "
+            f"sample reproduces a canary when the normalised phrase occurs in it or the LCS "
+            f"recall of the phrase's tokens in the sample is >= {some.phrase_min_share:g}; "
+            f"shares with 95% Wilson intervals (over canaries, over samples).",
+            "",
+        ]
+        lines += _table(
+            [
+                "model",
+                "samples",
+                "mean best ROUGE-L [95% CI]",
+                "max best ROUGE-L",
+                "canaries reproduced",
+                "samples reproducing a canary",
+            ],
+            [
+                [
+                    model,
+                    str(r.n_samples),
+                    _ci(r.mean_best_rouge_l),
+                    f"{r.max_best_rouge_l:.3f}",
+                    f"{r.n_canaries_reproduced}/{r.n_canaries} ({_ci(r.canaries_reproduced)})",
+                    f"{r.n_samples_reproducing_any}/{r.n_samples} "
+                    f"({_ci(r.samples_reproducing_any)})",
+                ]
+                for model, r in canaries.items()
+            ],
+        )
+        models = list(canaries)
+        by_id = [{row.canary_id: row for row in canaries[m].rows} for m in models]
+        ids = [row.canary_id for row in reports[0].rows]
+        lines += [""]
+        lines += _table(
+            ["canary"]
+            + [f"{m}: best ROUGE-L (sample)" for m in models]
+            + [f"{m}: samples reproducing" for m in models],
+            [
+                [cid]
+                + [
+                    f"{rows[cid].best_rouge_l:.3f} ({rows[cid].best_sample_index})"
+                    if cid in rows
+                    else "-"
+                    for rows in by_id
+                ]
+                + [str(rows[cid].n_samples_reproducing) if cid in rows else "-" for rows in by_id]
+                for cid in ids
+            ],
+        )
+        if canary_figure:
+            lines += ["", f"![Best ROUGE-L of each canary]({canary_figure})"]
+    return "\n".join(lines) + "\n"
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig: Any, path: str | Path) -> None:
+    plt = _pyplot()
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", dpi=120)
+    finally:
+        plt.close(fig)
+
+
+def plot_max_rouge_histograms(
+    audits: Mapping[str, MemorizationAudit], path: str | Path, *, bins: int = 20
+) -> None:
+    """One histogram panel per model of the per-sample max ROUGE-L (x in [0, 1], same bins)."""
+    if not audits:
+        raise ValueError("no audits to plot")
+    if bins < 1:
+        raise ValueError(f"bins must be positive, got {bins}")
+    plt = _pyplot()
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    fig, axes = plt.subplots(
+        1, len(audits), figsize=(4.2 * len(audits), 3.4), sharex=True, squeeze=False
+    )
+    for ax, (model, audit) in zip(axes[0], audits.items(), strict=True):
+        values = np.clip(np.asarray(audit.max_rouge_l, dtype=np.float64), 0.0, 1.0)
+        ax.hist(values, bins=edges, color="#1f4e79", alpha=0.85)
+        mean = audit.summary.mean.estimate
+        ax.axvline(mean, color="#c00000", linestyle="--", label=f"mean {mean:.3f}")
+        ax.set_xlim(0.0, 1.0)
+        ax.set_title(f"{model} (n={audit.summary.n_samples})")
+        ax.set_xlabel("max ROUGE-L against training notes")
+        ax.legend(fontsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0][0].set_ylabel("samples")
+    fig.tight_layout()
+    _save(fig, path)
+
+
+def plot_canaries(report_by_model: Mapping[str, CanaryReport], path: str | Path) -> None:
+    """Grouped bars: each canary's best ROUGE-L against the samples of each model."""
+    if not report_by_model:
+        raise ValueError("no canary reports to plot")
+    plt = _pyplot()
+    models = list(report_by_model)
+    ids = [row.canary_id for row in next(iter(report_by_model.values())).rows]
+    positions = np.arange(len(ids), dtype=np.float64)
+    width = 0.8 / len(models)
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.5 * len(ids) * len(models) + 2.0), 3.6))
+    for k, model in enumerate(models):
+        rows = {row.canary_id: row for row in report_by_model[model].rows}
+        heights = [rows[c].best_rouge_l if c in rows else 0.0 for c in ids]
+        offsets = positions - 0.4 + width * (k + 0.5)
+        ax.bar(offsets, heights, width=width, label=model)
+        reproduced = [
+            (x, h)
+            for x, h, c in zip(offsets, heights, ids, strict=True)
+            if c in rows and rows[c].n_samples_reproducing > 0
+        ]
+        if reproduced:
+            xs, hs = zip(*reproduced, strict=True)
+            ax.plot(xs, [h + 0.03 for h in hs], "v", color="#c00000", markersize=5)
+    ax.set_xticks(positions, ids, rotation=60, fontsize=7, ha="right")
+    ax.set_ylim(0.0, 1.08)
+    ax.set_ylabel("best ROUGE-L against samples")
+    ax.set_title("Canaries (red marker: phrase reproduced)")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    _save(fig, path)

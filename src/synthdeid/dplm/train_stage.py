@@ -1,0 +1,165 @@
+"""Fine-tune a causal LM on masked seed notes with DP-SGD (or --no-dp, same code path).
+
+``synthdeid train-dp-lm --masked masked.parquet --canaries canaries.parquet
+--allowlist placeholders.yaml --settings JSON --out-dir DIR --privacy-json PATH [--no-dp]``
+
+``--settings`` is the ``synth.dplm`` slice: ``model`` (hub id or path; null
+= a small GPT-2 from ``scratch``), ``scratch``, ``control_codes``,
+``training`` and ``privacy``. The model directory gets the weights, the
+tokenizer, ``synthdeid_lm.json`` (control codes, lengths, examples) and
+``privacy.json`` (epsilon, delta, noise multiplier, sample rate, steps,
+accountant, secure_mode, N), which is also written to ``--privacy-json``.
+A privacy target that cannot be met is refused before training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from synthdeid.artifacts import atomic_directory, make_provenance, write_json_atomic
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.notes import read_notes
+
+log = logging.getLogger(__name__)
+
+LM_SETTINGS_FILE = "synthdeid_lm.json"
+PRIVACY_FILE = "privacy.json"
+HISTORY_FILE = "training_history.json"
+SETTING_KEYS = {"model", "scratch", "control_codes", "training", "privacy"}
+TOKENIZER_CAVEAT = (
+    "the tokenizer was fit on the training text without noise: its vocabulary is not covered "
+    "by the DP guarantee (strings in fewer than scratch.min_frequency notes are never merged)"
+)
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--masked", required=True, type=Path, help="mask step's masked.parquet")
+    parser.add_argument("--canaries", type=Path, default=None, help="canaries.parquet to plant")
+    parser.add_argument("--allowlist", required=True, type=Path, help="placeholders.yaml")
+    parser.add_argument("--settings", required=True, type=json.loads, help="JSON: synth.dplm")
+    parser.add_argument(
+        "--no-dp", action="store_true", help="the non-DP baseline: same loop, no clipping or noise"
+    )
+    parser.add_argument("--out-dir", required=True, type=Path, help="model directory to write")
+    parser.add_argument("--privacy-json", type=Path, default=None, help="privacy.json copy")
+    parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:n]")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def check_settings(settings: Any) -> dict[str, Any]:
+    if not isinstance(settings, dict):
+        raise ConfigError("--settings must be a JSON object (the synth.dplm mapping)")
+    unknown = sorted(set(settings) - SETTING_KEYS)
+    if unknown:
+        raise ConfigError(f"synth.dplm: unknown keys {unknown}; known: {sorted(SETTING_KEYS)}")
+    return settings
+
+
+def run(args: argparse.Namespace) -> None:
+    import torch
+
+    from synthdeid.dplm.canary_stage import read_canaries
+    from synthdeid.dplm.corpus import (
+        ControlCoder,
+        control_token,
+        placeholder_tokens,
+        training_examples,
+    )
+    from synthdeid.dplm.model import ScratchConfig, build_lm, save_lm
+    from synthdeid.dplm.privacy import PrivacyConfig
+    from synthdeid.dplm.training import LmTrainingConfig, train_lm
+    from synthdeid.ner.model import pick_device
+    from synthdeid.synthesis.placeholders import load_allowlist
+
+    settings = check_settings(args.settings)
+    training = LmTrainingConfig.from_mapping(settings.get("training", {}))
+    scratch = ScratchConfig.from_mapping(settings.get("scratch", {}))
+    privacy = None if args.no_dp else PrivacyConfig.from_mapping(settings.get("privacy", {}))
+    allowlist = load_allowlist(args.allowlist)
+    seeds = [(n.note_id, n.text) for n in read_notes(args.masked)]
+    if not seeds:
+        raise InputError(args.masked, None, "no masked notes to train on")
+    canaries = (
+        [(c.canary_id, c.text) for c in read_canaries(args.canaries)] if args.canaries else []
+    )
+    texts = [t for _, t in seeds] + [t for _, t in canaries]
+    coder = ControlCoder.fit(settings.get("control_codes", ["pii"]), texts)
+    examples = training_examples(seeds, canaries, coder)
+    special = [control_token(c) for c in coder.all_codes()] + placeholder_tokens(allowlist, texts)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = pick_device(args.device)
+    model, tokenizer, described = build_lm(
+        settings.get("model"), scratch, texts, special, seed=training.seed
+    )
+    log.info(
+        "%s LM: %s parameters, vocabulary %d; %d notes (%d canaries); codes %s",
+        "non-DP" if privacy is None else "DP",
+        f"{described['parameters']:,}",
+        described["vocabulary"],
+        len(examples),
+        len(canaries),
+        dict(Counter(e.code for e in examples)),
+    )
+    with warnings.catch_warnings():
+        # Opacus' backward hooks warn on every step that the input ids need no gradient
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
+        result = train_lm(
+            examples,
+            model,
+            tokenizer,
+            training,
+            privacy,
+            device=device,
+            progress=not args.no_progress,
+        )
+    record = dict(result.privacy)
+    if described.get("tokenizer_fit_on_training_text"):
+        record["caveats"] = [*record["caveats"], TOKENIZER_CAVEAT]
+    provenance = make_provenance(
+        "train-dp-lm",
+        {"settings": settings, "dp": privacy is not None},
+        {"masked": args.masked, "allowlist": args.allowlist}
+        | ({"canaries": args.canaries} if args.canaries else {}),
+    )
+    lm_settings = {
+        "control_codes": coder.to_json(),
+        "codes_in_training": dict(sorted(Counter(e.code for e in examples).items())),
+        "max_length": training.max_length,
+        "examples": {"seed": len(seeds), "canary": len(canaries), "truncated": result.truncated},
+        "model": described,
+        "opacus_preparation": result.preparation.to_json() if result.preparation else None,
+        "training": training.to_json(),
+        "privacy_config": privacy.to_json() if privacy else None,
+        "provenance": provenance,
+    }
+    with atomic_directory(args.out_dir) as staging:
+        save_lm(result.model, tokenizer, staging)
+        (staging / LM_SETTINGS_FILE).write_text(json.dumps(lm_settings, indent=2) + "\n")
+        (staging / PRIVACY_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        history = {"history": result.history, "timing": result.timing}
+        (staging / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
+    if args.privacy_json:
+        write_json_atomic(record, args.privacy_json)
+    log.info(
+        "saved %s (%d steps, %.2f steps/s): epsilon %s",
+        args.out_dir,
+        record["steps"],
+        result.timing["steps_per_second"],
+        "n/a (no DP)" if record["epsilon"] is None else f"{record['epsilon']:.3f}",
+    )
+
+
+def read_lm_settings(directory: Path) -> dict[str, Any]:
+    path = directory / LM_SETTINGS_FILE
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(path, None, f"not a train-dp-lm model directory: {exc}") from exc

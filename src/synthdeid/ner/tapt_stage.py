@@ -1,0 +1,88 @@
+"""Task-adaptive pretraining: continue MLM training of the encoder on a notes corpus.
+
+``synthdeid tapt --corpus synthetic.parquet [more.parquet ...] --config JSON
+--out-dir DIR``
+
+``--config`` holds the ``ner.tapt`` mapping (:class:`synthdeid.ner.tapt.TaptConfig`).
+The directory gets the MLM weights, the tokenizer and ``synthdeid_tapt.json``
+(config, corpus digests, chunk counts, held-out MLM loss before and after);
+``train-ner`` starts from it when ``ner.training.model`` names the directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.notes import read_notes
+
+log = logging.getLogger(__name__)
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--corpus",
+        required=True,
+        type=Path,
+        nargs="+",
+        action="extend",
+        help="notes Parquet file(s) to pretrain on (repeatable)",
+    )
+    parser.add_argument("--config", type=json.loads, default={}, help="JSON: the ner.tapt mapping")
+    parser.add_argument("--out-dir", required=True, type=Path, help="checkpoint directory to write")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def run(args: argparse.Namespace) -> None:
+    # torch and transformers load here, not when the CLI starts
+    from synthdeid.artifacts import make_provenance
+    from synthdeid.ner.tapt import TaptConfig, continue_pretraining
+
+    if not isinstance(args.config, dict):
+        raise ConfigError("--config must be a JSON object (the ner.tapt mapping)")
+    config = TaptConfig.from_mapping(args.config)
+    texts: list[str] = []
+    notes_per_file: dict[str, int] = {}
+    for path in args.corpus:
+        if not path.is_file():
+            raise InputError(path, None, "corpus file not found", "pass a notes Parquet file")
+        notes = read_notes(path)
+        if not notes:
+            raise InputError(
+                path, None, "no notes in the corpus", "TAPT needs at least one note to train on"
+            )
+        notes_per_file[str(path)] = len(notes)
+        texts.extend(note.text for note in notes)
+    provenance = make_provenance(
+        "tapt",
+        config.to_json(),
+        {f"corpus_{i}": path for i, path in enumerate(args.corpus)},
+    )
+    fingerprint = hashlib.sha256()
+    for record in provenance["inputs"].values():
+        fingerprint.update(f"{record['digest']}\0".encode())
+    provenance["fingerprint"] = f"sha256:{fingerprint.hexdigest()}"
+    provenance["notes_per_file"] = notes_per_file
+    result = continue_pretraining(
+        texts,
+        config,
+        args.out_dir,
+        device=args.device,
+        threads=args.threads,
+        progress=not args.no_progress,
+        provenance=provenance,
+    )
+    log.info(
+        "TAPT: %d steps on %d chunks, held-out MLM loss %s -> %s -> %s",
+        result.steps,
+        result.n_train_chunks,
+        result.heldout_loss_before,
+        result.heldout_loss_after,
+        args.out_dir,
+    )

@@ -1,0 +1,133 @@
+"""Canary notes: generation and the reproduction test."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from synthdeid.dplm.canaries import (
+    Canary,
+    canary_report,
+    make_canaries,
+    number_words,
+)
+from synthdeid.dplm.rouge import rouge_l, tokenize
+from synthdeid.errors import ConfigError
+from synthdeid.identifiers import IdentifierScanner
+from synthdeid.mask import PLACEHOLDER_RE
+
+FILLER = (
+    "Patient ate lunch and walked with the therapist. Pain controlled with current "
+    "medications. Will continue to monitor overnight."
+)
+
+
+def test_canaries_are_deterministic_and_unique() -> None:
+    first = make_canaries(40, seed=3)
+    assert first == make_canaries(40, seed=3)
+    assert make_canaries(10, seed=3) == first[:10]
+    assert make_canaries(10, seed=4) != first[:10]
+    assert len({c.phrase for c in first}) == 40
+    assert len({c.canary_id for c in first}) == 40
+    assert make_canaries(0, seed=1) == []
+    with pytest.raises(ConfigError, match=">= 0"):
+        make_canaries(-1, seed=1)
+
+
+def test_canary_texts_look_like_notes_and_carry_no_identifiers() -> None:
+    canaries = make_canaries(60, seed=11)
+    scanner = IdentifierScanner()
+    for canary in canaries:
+        assert 60 <= len(canary.text.split()) <= 120
+        assert canary.phrase in canary.text
+        assert 8 <= len(tokenize(canary.phrase)) <= 12
+        assert not re.search(r"\d", canary.text)
+        assert not PLACEHOLDER_RE.search(canary.text)
+        assert scanner.scan(canary.text) == []
+        # the phrase occurs once in its own note
+        assert canary.text.count(canary.phrase) == 1
+    # phrases differ in their invented place word, so no two phrases are near copies
+    places = [c.phrase.split()[-2] for c in canaries]
+    assert len(set(places)) == len(places)
+
+
+def test_number_words() -> None:
+    assert number_words(11) == "eleven"
+    assert number_words(347) == "three hundred forty seven"
+    assert number_words(900) == "nine hundred"
+    assert number_words(21) == "twenty one"
+    with pytest.raises(ValueError):
+        number_words(0)
+
+
+def test_phrase_inside_other_text_is_counted_and_scrambled_is_not() -> None:
+    canaries = [
+        Canary("c1", "Quiet night. The violet walrus juggles nineteen pewter kazoos near plimora "
+               "belfry. Slept well.", "violet walrus juggles nineteen pewter kazoos near plimora belfry"),
+        Canary("c2", "Up in chair. The amber lemur stacks sixty two glass bells near zorwick "
+               "granary. Ate lunch.", "amber lemur stacks sixty two glass bells near zorwick granary"),
+    ]  # fmt: skip
+    phrase = canaries[0].phrase
+    scrambled = " ".join(reversed(phrase.split()))
+    samples = [
+        f"{FILLER} Spouse says the VIOLET walrus,  juggles nineteen\npewter kazoos near "
+        f"plimora belfry! {FILLER}",  # contained after normalisation
+        f"{FILLER} {scrambled} {FILLER}",  # scrambled: not a reproduction
+        FILLER,
+        # eight of the nine words in order, with words in between: LCS recall 8/9 >= 0.8
+        "violet walrus juggles nineteen odd pewter kazoos near plimora",
+    ]
+    report = canary_report(canaries, samples, resamples=200)
+    rows = {row.canary_id: row for row in report.rows}
+    assert rows["c1"].n_samples_reproducing == 2
+    assert rows["c1"].best_phrase_recall == 1.0
+    assert rows["c2"].n_samples_reproducing == 0
+    assert report.n_canaries_reproduced == 1
+    assert report.n_samples_reproducing_any == 2
+    assert report.samples_reproducing_any.estimate == 0.5
+    assert report.canaries_reproduced.estimate == 0.5
+    # the scrambled sample alone reproduces nothing
+    alone = canary_report(canaries, [samples[1]], resamples=50)
+    assert alone.n_samples_reproducing_any == 0
+    assert alone.rows[0].best_phrase_recall == pytest.approx(1 / 9)
+    # a stricter share rejects the 8-of-9 sample
+    strict = canary_report(canaries, samples, phrase_min_share=1.0, resamples=50)
+    assert strict.rows[0].n_samples_reproducing == 1
+
+
+def test_best_rouge_l_and_aggregates() -> None:
+    canaries = make_canaries(4, seed=2)
+    samples = [canaries[1].text, FILLER, "completely unrelated words here"]
+    report = canary_report(canaries, samples, resamples=300, seed=1)
+    row = report.rows[1]
+    assert row.best_rouge_l == 1.0
+    assert row.best_sample_index == 0
+    for canary, r in zip(canaries, report.rows, strict=True):
+        expected = max(rouge_l(s, canary.text) for s in samples)
+        assert r.best_rouge_l == expected
+    best = [r.best_rouge_l for r in report.rows]
+    assert report.max_best_rouge_l == max(best)
+    assert report.mean_best_rouge_l.estimate == pytest.approx(sum(best) / 4)
+    assert report.mean_best_rouge_l.lo <= report.mean_best_rouge_l.estimate
+    assert report.mean_best_rouge_l.hi >= report.mean_best_rouge_l.estimate
+    assert report.n_canaries_reproduced == 1
+    assert report.rows[1].n_samples_reproducing == 1
+    assert report.n_samples == 3
+    data = json.loads(json.dumps(report.to_json()))
+    assert data["rows"][1]["best_rouge_l"] == 1.0
+    assert data["canaries_reproduced"]["estimate"] == 0.25
+    assert canary_report(canaries, samples, resamples=300, seed=1) == report
+
+
+def test_bad_input() -> None:
+    canaries = make_canaries(2, seed=1)
+    with pytest.raises(ConfigError, match="phrase_min_share"):
+        canary_report(canaries, ["x"], phrase_min_share=1.5)
+    with pytest.raises(ConfigError, match="phrase_min_share"):
+        canary_report(canaries, ["x"], phrase_min_share=0.0)
+    with pytest.raises(ConfigError, match="sample"):
+        canary_report(canaries, [])
+    with pytest.raises(ConfigError, match="canary"):
+        canary_report([], ["x"])

@@ -1,0 +1,197 @@
+"""Memorization audit: max ROUGE-L, duplicates, intervals, reports and figures."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from synthdeid.dplm.canaries import canary_report, make_canaries
+from synthdeid.dplm.memorization import (
+    COMPARE_FIELDS,
+    MemorizationAudit,
+    audit_markdown,
+    bootstrap_mean_interval,
+    compare_audits,
+    memorization_audit,
+    normalise_text,
+    plot_canaries,
+    plot_max_rouge_histograms,
+    wilson_interval,
+    z_for_level,
+)
+from synthdeid.dplm.rouge import RougeIndex, rouge_l
+from synthdeid.errors import ConfigError
+
+TRAINING = [
+    "Patient resting comfortably, vital signs stable overnight.",
+    "Dressing changed on the left leg wound, no drainage noted.",
+    "Ambulated twice in the hallway with a walker; tolerated well.",
+]
+
+
+def test_wilson_known_values() -> None:
+    assert z_for_level(0.95) == pytest.approx(1.959963984540054)
+    five = wilson_interval(5, 10)
+    assert five.estimate == 0.5
+    assert (five.lo, five.hi) == pytest.approx((0.236593, 0.763407), abs=1e-6)
+    zero = wilson_interval(0, 10)
+    assert (zero.estimate, zero.lo) == (0.0, 0.0)
+    assert zero.hi == pytest.approx(0.277533, abs=1e-6)
+    full = wilson_interval(20, 20)
+    assert full.hi == 1.0
+    assert full.lo == pytest.approx(0.838875, abs=1e-6)
+    with pytest.raises(ValueError):
+        wilson_interval(1, 0)
+    with pytest.raises(ValueError):
+        wilson_interval(3, 2)
+
+
+def test_bootstrap_mean_interval() -> None:
+    constant = bootstrap_mean_interval([0.4] * 7, resamples=100)
+    assert (constant.estimate, constant.lo, constant.hi) == pytest.approx((0.4, 0.4, 0.4))
+    values = np.linspace(0, 1, 50)
+    interval = bootstrap_mean_interval(values, resamples=500, seed=3)
+    assert interval.estimate == pytest.approx(0.5)
+    assert 0.38 < interval.lo < 0.5 < interval.hi < 0.62
+    assert interval == bootstrap_mean_interval(values, resamples=500, seed=3)
+    with pytest.raises(ValueError):
+        bootstrap_mean_interval([], resamples=10)
+
+
+def test_identical_copy_disjoint_and_partial() -> None:
+    samples = [
+        "patient resting   comfortably, VITAL signs stable overnight.",  # exact (normalised)
+        "Quantum chromodynamics lattice gauge theory.",  # disjoint vocabulary
+        "Dressing changed on the right arm, no drainage noted.",  # partial overlap
+        "Ambulated twice in the hallway with a walker: tolerated well",  # same tokens
+    ]
+    audit = memorization_audit(samples, TRAINING, resamples=200, progress=False)
+    assert audit.max_rouge_l[0] == 1.0
+    assert audit.best_training_index[0] == 0
+    assert audit.exact_duplicate_index == (0, -1, -1, -1)
+    assert audit.max_rouge_l[1] == 0.0
+    assert audit.best_training_index[1] == -1
+    assert audit.max_rouge_l[2] == rouge_l(TRAINING[1], samples[2])
+    assert 0.5 < audit.max_rouge_l[2] < 1.0
+    assert audit.best_training_index[2] == 1
+    assert audit.max_rouge_l[3] == 1.0  # identical tokens, different punctuation
+    assert audit.near_duplicate == (True, False, False, True)
+    s = audit.summary
+    assert (s.n_samples, s.n_training) == (4, 3)
+    assert s.n_exact_duplicates == 1
+    assert s.n_near_duplicates == 2
+    assert s.near_share.estimate == 0.5
+    assert s.exact_share == wilson_interval(1, 4)
+    assert s.mean.estimate == pytest.approx(np.mean(audit.max_rouge_l))
+    assert (s.min, s.max) == (0.0, 1.0)
+    assert s.median == pytest.approx(np.median(audit.max_rouge_l))
+    assert s.q1 <= s.median <= s.q3
+
+
+def test_max_equals_brute_force_rouge_score() -> None:
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer(["rougeL"])
+    rng = np.random.default_rng(0)
+    vocab = [f"w{i}" for i in range(30)]
+    training = [" ".join(rng.choice(vocab, size=rng.integers(5, 40))) for _ in range(25)]
+    samples = [" ".join(rng.choice(vocab, size=rng.integers(1, 40))) for _ in range(10)]
+    audit = memorization_audit(samples, training, resamples=50, progress=False)
+    for sample, value, where in zip(
+        samples, audit.max_rouge_l, audit.best_training_index, strict=True
+    ):
+        scores = [scorer.score(t, sample)["rougeL"].fmeasure for t in training]
+        assert value == max(scores)
+        assert where == scores.index(max(scores))
+
+
+def test_threshold_and_shared_index() -> None:
+    samples = ["Dressing changed on the right arm, no drainage noted."]
+    value = rouge_l(TRAINING[1], samples[0])
+    at = memorization_audit(samples, TRAINING, near_threshold=value, progress=False)
+    above = memorization_audit(samples, TRAINING, near_threshold=value + 1e-9, progress=False)
+    assert at.summary.n_near_duplicates == 1
+    assert above.summary.n_near_duplicates == 0
+    index = RougeIndex(TRAINING)
+    shared = memorization_audit(samples, TRAINING, index=index, progress=False)
+    assert shared.max_rouge_l == at.max_rouge_l
+    with pytest.raises(ConfigError, match="index"):
+        memorization_audit(samples, TRAINING[:2], index=index, progress=False)
+
+
+def test_bad_input() -> None:
+    with pytest.raises(ConfigError, match="training"):
+        memorization_audit(["a"], [], progress=False)
+    with pytest.raises(ConfigError, match="sample"):
+        memorization_audit([], ["a"], progress=False)
+    for threshold in (-0.1, 1.5):
+        with pytest.raises(ConfigError, match="near_threshold"):
+            memorization_audit(["a"], ["a"], near_threshold=threshold, progress=False)
+    with pytest.raises(ValueError):
+        compare_audits({})
+
+
+def test_normalise_text() -> None:
+    assert normalise_text("  A\tB\n\nc  ") == "a b c"
+    assert normalise_text("Straße") == "strasse"
+
+
+def _two_audits() -> dict[str, MemorizationAudit]:
+    dp = memorization_audit(
+        ["Quiet evening, patient watched television.", "Vital signs stable."],
+        TRAINING,
+        resamples=100,
+        progress=False,
+    )
+    non_dp = memorization_audit(
+        [*TRAINING[:2], "Unrelated words"], TRAINING, resamples=100, progress=False
+    )
+    return {"dp": dp, "non_dp": non_dp}
+
+
+def test_compare_json_markdown_and_figures(tmp_path: Path) -> None:
+    audits = _two_audits()
+    rows = compare_audits(audits)
+    assert [r["model"] for r in rows] == ["dp", "non_dp"]
+    assert all(tuple(r) == COMPARE_FIELDS for r in rows)
+    assert rows[1]["n_exact_duplicates"] == 2
+    assert rows[1]["max"] == 1.0
+    handle = io.StringIO()
+    writer = csv.DictWriter(handle, fieldnames=COMPARE_FIELDS)
+    writer.writeheader()
+    writer.writerows(rows)
+    assert handle.getvalue().count("\n") == 3
+
+    for audit in audits.values():
+        data = json.loads(json.dumps(audit.to_json(), allow_nan=False))
+        assert data["summary"]["n_samples"] == audit.summary.n_samples
+        assert all(type(v) is float for v in data["max_rouge_l"])
+
+    canaries = make_canaries(3, seed=1)
+    reports = {
+        "dp": canary_report(canaries, ["nothing like it"], resamples=50),
+        "non_dp": canary_report(canaries, [canaries[0].text, "x"], resamples=50),
+    }
+    text = audit_markdown(audits, reports, histogram="hist.png", canary_figure="canaries.png")
+    assert text.startswith("## Memorization audit")
+    assert "| non_dp | 3 |" in text
+    assert "### Canaries" in text
+    assert "canary_001" in text and "1/3" in text
+    assert "![Maximum ROUGE-L per sample](hist.png)" in text
+
+    histogram = tmp_path / "figs" / "hist.png"
+    plot_max_rouge_histograms(audits, histogram)
+    assert histogram.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    plot_canaries(reports, tmp_path / "canaries.png")
+    assert (tmp_path / "canaries.png").read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [
+        "canaries.png",
+        "hist.png",
+    ]
+    assert not math.isnan(rows[0]["mean_max_rouge_l"])

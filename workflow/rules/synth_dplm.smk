@@ -1,0 +1,179 @@
+rule plant_canaries:
+    """Write the canary notes planted in the language model's training set (seed 004 4.6).
+
+    output: canaries.parquet (canary_id, text, distinctive phrase), from a
+            seeded generator of note-like text; no real data
+    """
+    output:
+        canaries="results/plant_canaries/{corpus}/canaries.parquet",
+    log:
+        "logs/plant_canaries/{corpus}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        how_many=DPLM["canaries"]["count"],
+        seed=DPLM["canaries"]["seed"],
+    shell:
+        "synthdeid --log {log:q} plant-canaries --count {params.how_many}"
+        " --seed {params.seed} --out {output.canaries:q}"
+
+
+rule train_dp_lm:
+    """Fine-tune the causal LM on masked seeds + canaries: DP-SGD (dp) or the baseline (non_dp).
+
+    Both models come from the same loop, data, sampler and steps; non_dp only
+    drops clipping and noise. The model directory holds the weights, the
+    tokenizer, synthdeid_lm.json and privacy.json (epsilon, delta, noise
+    multiplier, sample rate, steps, accountant, secure_mode, N), also written
+    beside it. A privacy target that cannot be met is refused before training.
+    GPU rule: one GPU on SLURM.
+    """
+    input:
+        masked=rules.mask_seeds.output.masked,
+        canaries=rules.plant_canaries.output.canaries,
+        allowlist=TEMPLATE["allowlist"],
+    output:
+        model=directory("results/train_dp_lm/{corpus}/{privacy}/model"),
+        privacy="results/train_dp_lm/{corpus}/{privacy}/privacy.json",
+    log:
+        "logs/train_dp_lm/{corpus}/{privacy}.log",
+    benchmark:
+        "benchmarks/train_dp_lm/{corpus}/{privacy}.tsv"
+    conda:
+        "../../envs/gpu.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=12000,
+        runtime=240,
+    params:
+        settings=dplm_training_settings(),
+        dp=dp_switch,
+    shell:
+        "synthdeid --log {log:q} train-dp-lm --masked {input.masked:q}"
+        " --canaries {input.canaries:q} --allowlist {input.allowlist:q}"
+        " --settings {params.settings:q} {params.dp} --out-dir {output.model:q}"
+        " --privacy-json {output.privacy:q} --threads {threads}"
+
+
+rule sample_dp_lm:
+    """Sample the language model by control code; validate and fill the samples into pools.
+
+    output: samples.parquet (every raw sample with its code and the
+            validator's verdict), pii.parquet / no_pii.parquet (filled notes,
+            exact offsets, split "synthetic"), removals.parquet, summary.json
+    """
+    input:
+        model=rules.train_dp_lm.output.model,
+        masked=rules.mask_seeds.output.masked,
+        notes=rules.split_notes.output.notes,
+        removed=rules.mask_seeds.output.removed,
+        allowlist=TEMPLATE["allowlist"],
+    output:
+        samples="results/sample_dp_lm/{corpus}/{privacy}/samples.parquet",
+        pii="results/sample_dp_lm/{corpus}/{privacy}/pii.parquet",
+        no_pii="results/sample_dp_lm/{corpus}/{privacy}/no_pii.parquet",
+        removals="results/sample_dp_lm/{corpus}/{privacy}/removals.parquet",
+        summary="results/sample_dp_lm/{corpus}/{privacy}/summary.json",
+    log:
+        "logs/sample_dp_lm/{corpus}/{privacy}.log",
+    benchmark:
+        "benchmarks/sample_dp_lm/{corpus}/{privacy}.tsv"
+    conda:
+        "../../envs/gpu.yaml"
+    threads: 2
+    params:
+        settings=as_json(DPLM["sampling"]),
+        pools=as_json(DPLM["pools"]),
+        seed_parts=config["mask"]["parts"],
+    shell:
+        "synthdeid --log {log:q} sample-dp-lm --model {input.model:q}"
+        " --masked {input.masked:q} --notes {input.notes:q}"
+        " --seed-parts {params.seed_parts:q} --removed {input.removed:q}"
+        " --allowlist {input.allowlist:q} --settings {params.settings:q}"
+        " --pool-settings {params.pools:q} --name {wildcards.privacy}"
+        " --samples {output.samples:q} --pii {output.pii:q} --no-pii {output.no_pii:q}"
+        " --removals {output.removals:q} --summary {output.summary:q} --threads {threads}"
+
+
+rule audit_dp_lm:
+    """Memorization audit and text quality of the DP and non-DP samples (seed 004 4.6).
+
+    Max ROUGE-L of every sample against every training note (masked seeds and
+    canaries), its distribution per model (figure), exact and near
+    duplicates, the canary test (best ROUGE-L per canary, samples reproducing
+    a canary phrase) with CIs; perplexity of held-out real notes (masked),
+    distinct-n and lengths against the real notes.
+    """
+    input:
+        unpack(audit_inputs),
+        masked=rules.mask_seeds.output.masked,
+        canaries=rules.plant_canaries.output.canaries,
+        notes=rules.split_notes.output.notes,
+    output:
+        json="results/audit_dp_lm/{corpus}/audit.json",
+        md="results/audit_dp_lm/{corpus}/audit.md",
+        csv="results/audit_dp_lm/{corpus}/audit.csv",
+        html=report(
+            "results/audit_dp_lm/{corpus}/audit.html",
+            caption="../report/dplm_audit.rst",
+            category="Synthetic data",
+            subcategory="DP language model",
+        ),
+        rouge=report(
+            "results/audit_dp_lm/{corpus}/max_rouge_l.png",
+            caption="../report/dplm_max_rouge_l.rst",
+            category="Synthetic data",
+            subcategory="DP language model",
+        ),
+        canaries=report(
+            "results/audit_dp_lm/{corpus}/canaries.png",
+            caption="../report/dplm_canaries.rst",
+            category="Synthetic data",
+            subcategory="DP language model",
+        ),
+    log:
+        "logs/audit_dp_lm/{corpus}.log",
+    benchmark:
+        "benchmarks/audit_dp_lm/{corpus}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    threads: 2
+    params:
+        runs=audit_arguments,
+        settings=as_json(DPLM["audit"]),
+        out_dir=audit_dir,
+    shell:
+        "synthdeid --log {log:q} audit-dp-lm {params.runs} --masked {input.masked:q}"
+        " --canaries {input.canaries:q} --notes {input.notes:q}"
+        " --settings {params.settings:q} --out-dir {params.out_dir:q} --threads {threads}"
+
+
+rule tapt_encoder:
+    """Task-adaptive pretraining (seed 004 4.8.3): continued MLM on the DP samples.
+
+    The de-identification encoder (ner.training.model) after synth.dplm.tapt
+    steps of masked-language-model training on the filled DP samples; NER runs
+    with `tapt: dplm` start from it. GPU rule: one GPU on SLURM.
+    """
+    input:
+        pii="results/sample_dp_lm/{corpus}/dp/pii.parquet",
+        no_pii="results/sample_dp_lm/{corpus}/dp/no_pii.parquet",
+    output:
+        model=directory("results/tapt_encoder/{corpus}/dplm/model"),
+    log:
+        "logs/tapt_encoder/{corpus}.log",
+    benchmark:
+        "benchmarks/tapt_encoder/{corpus}.tsv"
+    conda:
+        "../../envs/gpu.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=12000,
+        runtime=120,
+    params:
+        settings=tapt_settings(),
+    shell:
+        "synthdeid --log {log:q} tapt --corpus {input.pii:q} {input.no_pii:q}"
+        " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"
