@@ -50,6 +50,8 @@ EXPECTED_ARTIFACTS = (
     "results/probe_gpu_env/**/environment.json",
     "results/fill_templates/**/pii.parquet",
     "results/diagnose_synthetic/**/labels.png",
+    "results/train_dp_lm/**/privacy.json",
+    "results/audit_dp_lm/**/max_rouge_l.png",
     "results/train_ner/**/model/synthdeid_ner.json",
     "results/evaluate_ner/**/metrics.json",
     "results/compare_ner/**/runs.png",

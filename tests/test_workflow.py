@@ -38,6 +38,10 @@ DEMO_JOBS = {
     "generate_templates": 1,
     "fill_templates": 1,
     "diagnose_synthetic": 1,
+    "plant_canaries": 1,
+    "train_dp_lm": 2,
+    "sample_dp_lm": 2,
+    "audit_dp_lm": 1,
     "build_mixture": 2,
     "train_ner": 2,
     "predict_ner": 2,
@@ -117,6 +121,20 @@ def test_demo_run_trains_predicts_and_evaluates_every_run(workdir: Path) -> None
         )
 
 
+def test_demo_run_trains_samples_and_audits_the_dp_language_model(workdir: Path) -> None:
+    results = workdir / "results"
+    dp = json.loads((results / "train_dp_lm" / "demo" / "dp" / "privacy.json").read_text())
+    assert dp["dp"] is True and dp["epsilon"] <= 4.01 and dp["target_epsilon"] == 4.0
+    non_dp = json.loads((results / "train_dp_lm" / "demo" / "non_dp" / "privacy.json").read_text())
+    assert non_dp["dp"] is False and non_dp["steps"] == dp["steps"]
+    samples = pq.read_table(results / "sample_dp_lm" / "demo" / "dp" / "samples.parquet")
+    assert samples.num_rows > 0
+    audit = json.loads((results / "audit_dp_lm" / "demo" / "audit.json").read_text())
+    assert set(audit["models"]) == {"dp", "non_dp"}
+    for figure in ("max_rouge_l.png", "canaries.png"):
+        assert (results / "audit_dp_lm" / "demo" / figure).read_bytes().startswith(b"\x89PNG")
+
+
 def test_nothing_to_do_after_a_run(workdir: Path) -> None:
     result = snakemake(workdir, "-n")
     assert "Nothing to be done" in result.stdout + result.stderr
@@ -131,7 +149,7 @@ def changed_config(workdir: Path, section: str, key: str, value: object) -> str:
     return str(path)
 
 
-def test_changing_a_masking_parameter_reruns_masking_and_templates(workdir: Path) -> None:
+def test_changing_a_masking_parameter_reruns_masking_and_synthesis(workdir: Path) -> None:
     result = snakemake(
         workdir, "-n", "--configfile", changed_config(workdir, "mask", "label_view", "coarse")
     )
@@ -140,6 +158,9 @@ def test_changing_a_masking_parameter_reruns_masking_and_templates(workdir: Path
         "generate_templates": 1,
         "fill_templates": 1,
         "diagnose_synthetic": 1,
+        "train_dp_lm": 2,
+        "sample_dp_lm": 2,
+        "audit_dp_lm": 1,
         "all": 1,
     }
     assert "Params have changed since last execution" in result.stdout
@@ -173,10 +194,43 @@ def test_changing_the_dedup_threshold_reruns_only_the_pool_branch(workdir: Path)
 
 def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
     result = snakemake(workdir, "-n", "--configfile", changed_config(workdir, "split", "seed", 99))
-    # everything downstream of the split, i.e. every job but ingest
+    # everything downstream of the split, i.e. every job but ingest and the canaries
     assert planned_jobs(result.stdout) == {
-        rule: n for rule, n in DEMO_JOBS.items() if rule != "ingest_corpus"
+        rule: n for rule, n in DEMO_JOBS.items() if rule not in {"ingest_corpus", "plant_canaries"}
     }
+
+
+def test_changing_the_privacy_target_reruns_only_the_dp_branch(workdir: Path) -> None:
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    config["synth"]["dplm"]["privacy"] = {"target_epsilon": 8.0}
+    path = workdir / "changed-privacy.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(workdir, "-n", "--configfile", str(path))
+    assert planned_jobs(result.stdout) == {
+        "train_dp_lm": 1,
+        "sample_dp_lm": 1,
+        "audit_dp_lm": 1,
+        "all": 1,
+    }
+    assert "results/train_dp_lm/demo/dp/model" in result.stdout
+    assert "results/train_dp_lm/demo/non_dp/model" not in result.stdout
+
+
+def test_tapt_is_one_switch_on_a_run(workdir: Path) -> None:
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    config["ner"]["runs"][1]["tapt"] = "dplm"
+    path = workdir / "changed-tapt.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(workdir, "-n", "--configfile", str(path))
+    assert planned_jobs(result.stdout) == {
+        "tapt_encoder": 1,
+        "train_ner": 1,
+        "predict_ner": 1,
+        "evaluate_ner": 1,
+        "compare_ner": 1,
+        "all": 1,
+    }
+    assert "results/tapt_encoder/demo/dplm/model" in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -121,9 +121,14 @@ wildcard_constraints:
     privacy="dp|non_dp",
 
 
-def dplm_training_settings():
-    """The train_dp_lm slice of synth.dplm, as JSON (sampling, audit, pools excluded)."""
-    keys = ("model", "scratch", "control_codes", "training", "privacy")
+def dplm_training_settings(wildcards):
+    """The train_dp_lm slice of synth.dplm, as JSON; the non-DP model's has no privacy.
+
+    So a privacy change reruns the DP branch only.
+    """
+    keys = ["model", "scratch", "control_codes", "training"]
+    if wildcards.privacy == "dp":
+        keys.append("privacy")
     return as_json({key: DPLM[key] for key in keys})
 
 
@@ -144,7 +149,7 @@ def audit_inputs(wildcards):
 
 def audit_arguments(wildcards, input):
     return " ".join(
-        f"--run {name}={input['samples_' + name]}:{input['model_' + name]}"
+        f"--run {name}={input[f'samples_{name}']}:{input[f'model_{name}']}"
         for name in DPLM_MODELS
     )
 

@@ -47,7 +47,7 @@ rule train_dp_lm:
         mem_mb=12000,
         runtime=240,
     params:
-        settings=dplm_training_settings(),
+        settings=dplm_training_settings,
         dp=dp_switch,
     shell:
         "synthdeid --log {log:q} train-dp-lm --masked {input.masked:q}"

@@ -77,7 +77,7 @@ def wilson_interval(successes: int, n: int, level: float = CI_LEVEL) -> Interval
     p = successes / n
     denominator = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
     # the bounds are exactly 0 at 0 successes and exactly 1 at n (no float residue)
     lo = 0.0 if successes == 0 else max(0.0, center - half)
     hi = 1.0 if successes == n else min(1.0, center + half)

@@ -290,6 +290,10 @@ def train_lm(
     plan = sampling_plan(len(encoded), config)
     poisson = privacy.poisson if privacy is not None else True
     loader = build_loader(plan, config, poisson)
+    # a privacy target that cannot be met is refused before the model is touched
+    noise_plan: PrivacyPlan | None = None
+    if privacy is not None:
+        noise_plan = plan_privacy(privacy, n=plan.n, sample_rate=plan.sample_rate, steps=plan.steps)
     model.to(device)
     model.train()
     # the same preparation with and without DP (Linear instead of Conv1D: same function)
@@ -304,9 +308,8 @@ def train_lm(
         fused=device.type in ("cpu", "cuda"),
     )
     private: _Privatized | None = None
-    noise_plan: PrivacyPlan | None = None
     if privacy is not None:
-        noise_plan = plan_privacy(privacy, n=plan.n, sample_rate=plan.sample_rate, steps=plan.steps)
+        assert noise_plan is not None
         log.info(
             "DP-SGD: noise multiplier %.4f, clip %.3g, delta %.3g, q %.4f, %d steps (planned epsilon %.3f)",
             noise_plan.noise_multiplier,
