@@ -155,7 +155,14 @@ def test_samples_are_kept_raw_and_accepted_ones_are_filled_exactly(work: dict[st
 
 def test_audit_outputs(work: dict[str, Path]) -> None:
     audit = work["root"] / "audit"
-    for name in ("audit.json", "audit.md", "audit.csv", "audit.html", "max_rouge_l.png", "canaries.png"):
+    for name in (
+        "audit.json",
+        "audit.md",
+        "audit.csv",
+        "audit.html",
+        "max_rouge_l.png",
+        "canaries.png",
+    ):
         assert (audit / name).stat().st_size > 0, name
     data = json.loads((audit / "audit.json").read_text())
     assert set(data["models"]) == {"dp", "non_dp"}

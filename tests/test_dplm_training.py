@@ -50,7 +50,29 @@ from synthdeid.errors import ConfigError
 from synthdeid.synthesis.prompts import seed_variant
 
 CPU = torch.device("cpu")
-WORDS = ["patient", "stable", "overnight", "pain", "controlled", "with", "oral", "medication", "family", "visited", "nurse", "noted", "fever", "resolved", "pressure", "rate", "rhythm", "breathing", "comfortably", "ambulating", "diet"]
+WORDS = [
+    "patient",
+    "stable",
+    "overnight",
+    "pain",
+    "controlled",
+    "with",
+    "oral",
+    "medication",
+    "family",
+    "visited",
+    "nurse",
+    "noted",
+    "fever",
+    "resolved",
+    "pressure",
+    "rate",
+    "rhythm",
+    "breathing",
+    "comfortably",
+    "ambulating",
+    "diet",
+]
 SCRATCH = ScratchConfig(
     n_layer=1, n_head=2, n_embd=32, n_positions=96, vocab_size=400, min_frequency=2
 )

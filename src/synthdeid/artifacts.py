@@ -63,6 +63,10 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    # mkdtemp creates 0700; give the directory the permissions of an ordinary one
+    umask = os.umask(0)
+    os.umask(umask)
+    staging.chmod(0o777 & ~umask)
     try:
         yield staging
         if target.exists():

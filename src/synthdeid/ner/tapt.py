@@ -43,9 +43,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import shutil
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -56,6 +53,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from synthdeid.artifacts import atomic_directory
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.model import pick_device, resolve_model_name
 from synthdeid.ner.training import PRECISIONS, autocast_dtype, set_seed
@@ -311,21 +309,10 @@ def _save_directory(
     model: torch.nn.Module, tokenizer: Any, metadata: Mapping[str, Any], out_dir: Path
 ) -> None:
     """Write weights, tokenizer and ``synthdeid_tapt.json``; replace ``out_dir`` atomically."""
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        staging.chmod(0o777 & ~umask)
+    with atomic_directory(out_dir) as staging:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
         (staging / TAPT_CONFIG_FILE).write_text(json.dumps(metadata, indent=2) + "\n")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        os.replace(staging, out_dir)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def continue_pretraining(
