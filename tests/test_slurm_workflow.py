@@ -39,7 +39,7 @@ WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "resources", "profiles", "e
 TARGETS = ("all", "probe_gpu_env")
 GPU_RULE = "probe_gpu_env"
 FAKE_GPUS = 2
-SNAKEMAKE_TIMEOUT_S = 900
+SNAKEMAKE_TIMEOUT_S = 1500
 # outputs of the targets, as globs below the run directory (the corpus name may be a
 # path segment: results/ingest_corpus/<corpus>/notes.parquet)
 EXPECTED_ARTIFACTS = (

@@ -21,7 +21,7 @@ def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.Compl
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=1500,
     )
     if check and result.returncode != 0:
         pytest.fail(
