@@ -212,8 +212,8 @@ def test_changing_the_privacy_target_reruns_only_the_dp_branch(workdir: Path) ->
         "audit_dp_lm": 1,
         "all": 1,
     }
-    assert "results/train_dp_lm/demo/dp/model" in result.stdout
-    assert "results/train_dp_lm/demo/non_dp/model" not in result.stdout
+    assert "output: results/train_dp_lm/demo/dp/model" in result.stdout
+    assert "output: results/train_dp_lm/demo/non_dp/model" not in result.stdout
 
 
 def test_tapt_is_one_switch_on_a_run(workdir: Path) -> None:
