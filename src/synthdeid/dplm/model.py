@@ -26,7 +26,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ import torch
 from torch import nn
 
 from synthdeid.errors import ConfigError
+from synthdeid.settings import settings_from_mapping
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +54,7 @@ class ScratchConfig:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> ScratchConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"synth.dplm.scratch: unknown keys {unknown}; known: {sorted(known)}")
-        config = cls(**data)
+        config = settings_from_mapping(cls, data, "synth.dplm.scratch")
         if config.n_embd % config.n_head:
             raise ConfigError(
                 f"synth.dplm.scratch: n_embd {config.n_embd} is not a multiple of "

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from synthdeid.errors import ConfigError, StepError
+from synthdeid.settings import settings_from_mapping
 
 ACCOUNTANTS = ("rdp", "prv")
 CLIPPING_MODES = ("flat", "ghost")
@@ -48,11 +49,7 @@ class PrivacyConfig:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> PrivacyConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"synth.dplm.privacy: unknown keys {unknown}; known: {sorted(known)}")
-        config = cls(**data)
+        config = settings_from_mapping(cls, data, "synth.dplm.privacy")
         config.check()
         return config
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -32,6 +32,7 @@ from synthdeid.dplm.corpus import control_token, strip_control_tokens
 from synthdeid.dplm.model import accepts_position_ids
 from synthdeid.dplm.training import forward_logits, pad_batch, per_note_loss, shifted_targets
 from synthdeid.errors import ConfigError
+from synthdeid.settings import settings_from_mapping
 from synthdeid.synthesis.prompts import Variant
 from synthdeid.synthesis.validator import TemplateValidator, Verdict, reject
 
@@ -51,13 +52,7 @@ class SamplingConfig:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> SamplingConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(
-                f"synth.dplm.sampling: unknown keys {unknown}; known: {sorted(known)}"
-            )
-        config = cls(**data)
+        config = settings_from_mapping(cls, data, "synth.dplm.sampling")
         if config.per_code < 1 or config.max_new_tokens < 1 or config.batch_size < 1:
             raise ConfigError(
                 "synth.dplm.sampling: per_code, max_new_tokens, batch_size must be >= 1"

@@ -26,7 +26,7 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -44,6 +44,7 @@ from synthdeid.dplm.privacy import (
     privacy_record,
 )
 from synthdeid.errors import ConfigError
+from synthdeid.settings import settings_from_mapping
 
 log = logging.getLogger(__name__)
 
@@ -65,13 +66,7 @@ class LmTrainingConfig:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> LmTrainingConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(
-                f"synth.dplm.training: unknown keys {unknown}; known: {sorted(known)}"
-            )
-        config = cls(**data)
+        config = settings_from_mapping(cls, data, "synth.dplm.training")
         for name in ("epochs", "logical_batch_size", "physical_batch_size", "log_every"):
             if getattr(config, name) < 1:
                 raise ConfigError(f"synth.dplm.training.{name} must be >= 1")
