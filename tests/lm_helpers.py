@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-BOS, EOS, PAD = "<|bos|>", "<|eos|>", "<|pad|>"
+from synthdeid.dplm.model import train_bpe_tokenizer
 
 # "role: content" lines, then "assistant:" when a generation prompt is asked for
 CHAT_TEMPLATE = (
@@ -48,25 +47,13 @@ def train_tokenizer(
     extra_special_tokens: Sequence[str] = (),
     chat_template: str | None = CHAT_TEMPLATE,
 ) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer (any text encodes) trained on ``texts``."""
-    special = [BOS, EOS, PAD, *extra_special_tokens]
-    backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    backend.decoder = decoders.ByteLevel()
-    backend.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=special,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    backend.train_from_iterator(list(texts), trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=backend,
-        bos_token=BOS,
-        eos_token=EOS,
-        pad_token=PAD,
-        additional_special_tokens=list(extra_special_tokens) or None,
+    """A byte-level BPE tokenizer (any text encodes) trained on ``texts``.
+
+    The project's own trainer (:func:`synthdeid.dplm.model.train_bpe_tokenizer`),
+    merging every pair (no minimum frequency), plus a chat template.
+    """
+    tokenizer = train_bpe_tokenizer(
+        texts, vocab_size=vocab_size, min_frequency=0, special_tokens=extra_special_tokens
     )
     if chat_template is not None:
         tokenizer.chat_template = chat_template

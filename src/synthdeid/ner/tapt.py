@@ -56,7 +56,7 @@ from tqdm.auto import tqdm
 from synthdeid.artifacts import atomic_directory
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.model import pick_device, resolve_model_name
-from synthdeid.ner.training import PRECISIONS, autocast_dtype, set_seed
+from synthdeid.ner.training import PRECISIONS, autocast_dtype, optimizer_step, set_seed
 
 log = logging.getLogger(__name__)
 
@@ -434,13 +434,7 @@ def continue_pretraining(
             )
             loss_sum, n_masked = _mlm_loss_sum(model, batch, amp_dtype, torch_device)
             loss = loss_sum / max(n_masked, 1)
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
+            optimizer_step(loss, model, optimizer, scaler, scheduler, config.max_grad_norm)
             step += 1
             losses.append(loss.detach().item())
             bar.update(1)

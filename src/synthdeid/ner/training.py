@@ -199,6 +199,24 @@ def selection_key(metrics: Mapping[str, float]) -> tuple[float, float]:
     return (metrics["leakage_overlap_all"], -metrics["span_overlap_f1"])
 
 
+def optimizer_step(
+    loss: torch.Tensor,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scaler: Any,
+    scheduler: Any,
+    max_grad_norm: float,
+) -> None:
+    """Backward (through the AMP grad scaler), clip the gradient norm, step, advance the schedule."""
+    optimizer.zero_grad(set_to_none=True)
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+    scaler.step(optimizer)
+    scaler.update()
+    scheduler.step()
+
+
 def train(
     train_notes: Sequence[Note],
     validation: Sequence[Note],
@@ -304,13 +322,7 @@ def train(
             ):
                 logits = model(**inputs).logits
             loss = loss_fn(logits.float().view(-1, len(tags)), target.view(-1))
-            optimizer.zero_grad(set_to_none=True)
-            scaler.scale(loss).backward()
-            scaler.unscale_(optimizer)
-            torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-            scaler.step(optimizer)
-            scaler.update()
-            scheduler.step()
+            optimizer_step(loss, model, optimizer, scaler, scheduler, config.max_grad_norm)
             step += 1
             losses.append(loss.detach().item())
             bar.set_postfix(loss=f"{losses[-1]:.4f}")
