@@ -38,6 +38,8 @@ STAGES: dict[str, str] = {
     "deid": "synthdeid.ner.deid_stage",
     "evaluate-ner": "synthdeid.evaluation.stage",
     "compare-ner": "synthdeid.evaluation.compare",
+    "prepare-tabular": "synthdeid.tabular.prepare_stage",
+    "fit-dp-tabular": "synthdeid.tabular.fit_stage",
     "probe-env": "synthdeid.probe_env",
 }
 

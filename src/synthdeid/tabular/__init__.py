@@ -1,0 +1,1 @@
+"""Synthetic tabular data: evaluation of synthesizers on discretized categorical tables."""
