@@ -40,6 +40,10 @@ STAGES: dict[str, str] = {
     "compare-ner": "synthdeid.evaluation.compare",
     "prepare-tabular": "synthdeid.tabular.prepare_stage",
     "fit-dp-tabular": "synthdeid.tabular.fit_stage",
+    "evaluate-tabular": "synthdeid.tabular.evaluate_stage",
+    "subsample-tabular": "synthdeid.tabular.subsample_stage",
+    "verbalize-tabular": "synthdeid.tabular.verbalize_stage",
+    "check-faithfulness": "synthdeid.tabular.faithfulness_stage",
     "probe-env": "synthdeid.probe_env",
 }
 

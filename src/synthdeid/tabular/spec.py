@@ -125,6 +125,7 @@ class TableSpec:
     variables: tuple[Variable, ...]
     record_id_prefix: str = "row"
     source: str = ""
+    report_title: str = ""
 
     @property
     def names(self) -> list[str]:
@@ -145,6 +146,11 @@ def format_number(value: float) -> str:
     if float(value).is_integer():
         return str(int(value))
     return f"{value:.6g}"
+
+
+def number_text(value: float, decimals: int) -> str:
+    """A number as a report states it, with ``decimals`` places (0: an integer)."""
+    return f"{value:.{decimals}f}" if decimals > 0 else str(round(value))
 
 
 def _is_missing(value: Any) -> bool:
@@ -271,6 +277,7 @@ def parse_spec(mapping: Mapping[str, Any], source: str) -> TableSpec:
         variables=variables,
         record_id_prefix=str(mapping.get("record_id_prefix", "row")),
         source=source,
+        report_title=str(mapping.get("report_title", "")),
     )
 
 

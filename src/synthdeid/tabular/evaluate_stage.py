@@ -1,0 +1,302 @@
+"""Compare tabular synthesizers: fidelity, similarity and novelty over their samples (seed 002 Table 1).
+
+Each synthesizer's independent samples are scored against the train half
+(fidelity, similarity, identical matches, NNDR) and the holdout half (DCR
+share, DCR overfitting score); every figure is the mean over the samples,
+with its standard deviation, minimum and maximum. The real holdout half is
+scored like a sample as the reference a synthesizer is read against (its
+novelty figures, which compare with the holdout itself, are left empty).
+Writes comparison.json, a Markdown table laid out like seed 002's Table 1,
+a long CSV and a figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from synthdeid.artifacts import atomic_path, atomic_text, make_provenance, write_json_atomic
+from synthdeid.errors import ConfigError
+from synthdeid.settings import settings_from_mapping
+from synthdeid.tabular.metrics import (
+    fidelity,
+    identical_match_share,
+    novelty,
+    similarity,
+    summarize_samples,
+)
+from synthdeid.tabular.spec import load_spec
+from synthdeid.tabular.tables import read_table, split_parts
+
+log = logging.getLogger(__name__)
+
+REFERENCE = "holdout (real)"
+FIDELITY_ROWS = (
+    ("overall", "Overall accuracy"),
+    ("univariate", "Accuracy - univariate"),
+    ("bivariate", "Accuracy - bivariate"),
+    ("trivariate", "Accuracy - trivariate"),
+)
+NOVELTY_ROWS = (
+    ("identical_match_share", "% identical matches (lower is better)"),
+    ("nndr_ratio", "NNDR, synthetic / holdout (higher is more novel)"),
+    ("dcr_share", "DCR share (0.5 is ideal)"),
+    ("dcr_overfitting_score", "DCR overfitting score (1 is best)"),
+)
+PERCENT = {"overall", "univariate", "bivariate", "trivariate", "identical_match_share", "dcr_share"}
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """synth.tabular.evaluation: subsets for fidelity, the row encoder for similarity."""
+
+    max_subsets: int | None = None
+    encoder: str | bool | None = None  # None: bundled MiniLM; False: one-hot rows
+    seed: int = 0
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--prepared", required=True, type=Path, help="prepared.parquet")
+    parser.add_argument("--spec", required=True, type=Path, help="variable spec (YAML)")
+    parser.add_argument(
+        "--run",
+        action="append",
+        required=True,
+        metavar="LABEL=SAMPLES",
+        help="a synthesizer's samples.parquet (privacy.json beside it), repeatable",
+    )
+    parser.add_argument(
+        "--settings",
+        type=json.loads,
+        default={},
+        help="JSON: max_subsets (null: all), encoder (null: bundled MiniLM, false: one-hot), seed",
+    )
+    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def parse_runs(values: Sequence[str]) -> list[tuple[str, Path]]:
+    runs = []
+    for value in values:
+        label, sep, path = value.partition("=")
+        if not sep or not label or not path:
+            raise ConfigError(f"--run must be LABEL=SAMPLES, got {value!r}")
+        runs.append((label, Path(path)))
+    labels = [label for label, _ in runs]
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"--run labels must be unique, got {labels}")
+    return runs
+
+
+def onehot_embedder() -> Callable[[Sequence[str]], np.ndarray]:
+    """Rows as indicator vectors of their ``variable: value`` pairs (no model needed)."""
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        pairs = [text.split("; ") for text in texts]
+        vocabulary = {p: i for i, p in enumerate(sorted({p for row in pairs for p in row}))}
+        out = np.zeros((len(texts), len(vocabulary)), dtype=np.float32)
+        for i, row in enumerate(pairs):
+            out[i, [vocabulary[p] for p in row]] = 1.0
+        return out
+
+    return embed
+
+
+def cached_embedder(
+    encoder: str | bool | None, progress: bool
+) -> Callable[[Sequence[str]], np.ndarray]:
+    """The row encoder, each distinct text embedded once across every sample."""
+    if encoder is False:
+        return onehot_embedder()
+    from synthdeid.embeddings import SentenceEncoder
+
+    model = SentenceEncoder.load(encoder if isinstance(encoder, str) else None)
+    cache: dict[str, np.ndarray] = {}
+
+    def embed(texts: Sequence[str]) -> np.ndarray:
+        new = [t for t in dict.fromkeys(texts) if t not in cache]
+        if new:
+            for text, vector in zip(new, model.embed(new, progress=progress), strict=True):
+                cache[text] = vector
+        return np.stack([cache[t] for t in texts])
+
+    return embed
+
+
+def score_sample(
+    train: pd.DataFrame,
+    holdout: pd.DataFrame,
+    sample: pd.DataFrame,
+    settings: EvaluationSettings,
+    embed: Callable[[Sequence[str]], np.ndarray],
+    with_novelty: bool,
+) -> dict[str, float]:
+    scores: dict[str, float] = {
+        **fidelity(train, sample, max_subsets=settings.max_subsets, seed=settings.seed).as_dict(),
+        "similarity": similarity(train, sample, embed),
+    }
+    if with_novelty:
+        scores.update(novelty(train, holdout, sample).as_dict())
+    else:
+        scores["identical_match_share"] = identical_match_share(train, sample)
+    return scores
+
+
+def _number(value: float, key: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{100 * value:.2f}%" if key in PERCENT else f"{value:.3f}"
+
+
+def comparison_markdown(results: list[dict[str, Any]]) -> str:
+    """Metrics as rows, synthesizers as columns (mean, with the spread over samples)."""
+    labels = [r["label"] for r in results]
+    lines = [
+        "| Metric \\ Synthesizer | " + " | ".join(labels) + " |",
+        "|---|" + "---|" * len(labels),
+        "| **Privacy** | "
+        + " | ".join(
+            f"epsilon {r['epsilon']:g}" if r.get("epsilon") else r.get("privacy", "")
+            for r in results
+        )
+        + " |",
+    ]
+    sections = (
+        ("**Fidelity**", FIDELITY_ROWS),
+        ("**Similarity**", (("similarity", "Cosine similarity"),)),
+        ("**Novelty**", NOVELTY_ROWS),
+    )
+    for title, rows in sections:
+        lines.append(f"| {title} |" + " |" * len(labels))
+        for key, name in rows:
+            cells = []
+            for r in results:
+                metric = r["metrics"].get(key)
+                if metric is None or metric["mean"] is None:
+                    cells.append("-")
+                    continue
+                spread = metric["std"]
+                text = _number(metric["mean"], key)
+                if spread is not None and not math.isnan(spread) and metric["n"] > 1:
+                    text += f" ± {_number(spread, key)}"
+                cells.append(text)
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    samples = ", ".join(f"{r['label']} {r['samples']}" for r in results)
+    lines.append("")
+    lines.append(f"Mean ± standard deviation over independent samples ({samples}).")
+    return "\n".join(lines) + "\n"
+
+
+def comparison_csv(results: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["synthesizer", "metric", "mean", "std", "min", "max", "n"])
+    for r in results:
+        for key, m in r["metrics"].items():
+            writer.writerow([r["label"], key, m["mean"], m["std"], m["min"], m["max"], m["n"]])
+    return buffer.getvalue()
+
+
+def comparison_figure(results: list[dict[str, Any]], path: Path) -> None:
+    """Fidelity by order and two novelty figures per synthesizer, with the spread over samples."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [r["label"] for r in results]
+    x = np.arange(len(labels))
+    figure, axes = plt.subplots(1, 2, figsize=(max(8, 1.6 * len(labels) + 4), 4.2))
+    panels = (
+        (axes[0], ("univariate", "bivariate", "trivariate"), "Fidelity (accuracy)"),
+        (axes[1], ("identical_match_share", "dcr_share"), "Novelty (shares of rows)"),
+    )
+    for ax, keys, title in panels:
+        width = 0.8 / len(keys)
+        for j, key in enumerate(keys):
+            means = [r["metrics"].get(key, {}).get("mean") for r in results]
+            stds = [r["metrics"].get(key, {}).get("std") for r in results]
+            means = [np.nan if m is None else m for m in means]
+            stds = [0.0 if s is None or np.isnan(s) else s for s in stds]
+            ax.bar(x + (j - (len(keys) - 1) / 2) * width, means, width, yerr=stds, label=key)
+        ax.set_xticks(x, labels, rotation=30, ha="right")
+        ax.set_ylim(0, 1.05)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    axes[1].axhline(0.5, color="grey", linewidth=0.8, linestyle="--")
+    figure.tight_layout()
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=120, format="png")
+    plt.close(figure)
+
+
+def run(args: argparse.Namespace) -> None:
+    settings = settings_from_mapping(EvaluationSettings, args.settings, "synth.tabular.evaluation")
+    spec = load_spec(args.spec)
+    prepared, _ = read_table(args.prepared, spec, ("split",))
+    train, holdout = split_parts(prepared, args.prepared)
+    train, holdout = train[spec.names], holdout[spec.names]
+    embed = cached_embedder(settings.encoder, progress=not args.no_progress)
+    results = []
+    reference = score_sample(train, holdout, holdout, settings, embed, with_novelty=False)
+    results.append(
+        {
+            "label": REFERENCE,
+            "privacy": "real",
+            "samples": 1,
+            "metrics": {k: summarize_samples([v]) for k, v in reference.items()},
+        }
+    )
+    inputs: dict[str, Path] = {"prepared": args.prepared, "spec": args.spec}
+    for label, path in parse_runs(args.run):
+        samples, provenance = read_table(path, spec, ("sample",))
+        privacy = json.loads((path.parent / "privacy.json").read_text(encoding="utf-8"))
+        per_sample: dict[str, list[float]] = {}
+        groups = list(samples.groupby("sample", sort=True))
+        for _, sample in tqdm(groups, desc=f"scoring {label}", disable=args.no_progress):
+            scores = score_sample(train, holdout, sample[spec.names], settings, embed, True)
+            for key, value in scores.items():
+                per_sample.setdefault(key, []).append(value)
+        results.append(
+            {
+                "label": label,
+                "synthesizer": privacy["synthesizer"],
+                "dp": privacy["dp"],
+                "epsilon": privacy.get("epsilon_total"),
+                "privacy": f"epsilon {privacy['epsilon_total']:g}" if privacy["dp"] else "none",
+                "samples": len(groups),
+                "metrics": {k: summarize_samples(v) for k, v in per_sample.items()},
+            }
+        )
+        inputs[label] = path
+    results = json.loads(json.dumps(results, allow_nan=True).replace("NaN", "null"))
+    out = args.out_dir
+    provenance = make_provenance("evaluate-tabular", {"settings": args.settings}, inputs)
+    write_json_atomic({"results": results, "provenance": provenance}, out / "comparison.json")
+    with atomic_text(out / "comparison.md") as handle:
+        handle.write(comparison_markdown(results))
+    with atomic_text(out / "comparison.csv") as handle:
+        handle.write(comparison_csv(results))
+    comparison_figure(results, out / "comparison.png")
+    for r in results[1:]:
+        m = r["metrics"]
+        log.info(
+            "%s: fidelity %.3f, similarity %.3f, identical %.3f, DCR share %.3f",
+            r["label"],
+            m["overall"]["mean"],
+            m["similarity"]["mean"],
+            m["identical_match_share"]["mean"],
+            m["dcr_share"]["mean"],
+        )

@@ -1,0 +1,243 @@
+"""Score how faithfully each report states its row (seed 002 Tables 2 and 3); keep the faithful pairs.
+
+The checker is rule-based by default (built from the variable spec) or an
+LLM judge (``--judge-backend``, any backend of :mod:`synthdeid.llm`; seed 002
+uses one). Per variable: the share of reports stating the row's value;
+per document: the Table 3 buckets. The row/report pairs are written with
+the unfaithful variables dropped (seed 002 section 4), for information
+extraction training.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from synthdeid.artifacts import (
+    atomic_path,
+    atomic_text,
+    make_provenance,
+    read_parquet_with_provenance,
+    write_json_atomic,
+    write_parquet_atomic,
+)
+from synthdeid.errors import InputError
+from synthdeid.llm.base import ChatFailure, ChatRequest
+from synthdeid.llm.factory import build_backend
+from synthdeid.tabular.faithfulness import (
+    NOT_JUDGED,
+    JudgeFailure,
+    VariableVerdict,
+    bucket_shares,
+    check_report,
+    faithful_pairs,
+    judge_request_messages,
+    load_judge_prompt,
+    overall_accuracy,
+    parse_judge_answer,
+    per_variable_accuracy,
+    status_counts,
+)
+from synthdeid.tabular.spec import TableSpec, load_spec
+
+log = logging.getLogger(__name__)
+
+PAIRS_SCHEMA = pa.schema(
+    [
+        pa.field("record_id", pa.string(), nullable=False),
+        pa.field("note_id", pa.string(), nullable=False),
+        pa.field("report", pa.string(), nullable=False),
+        pa.field("kept_json", pa.string(), nullable=False),
+        pa.field("dropped", pa.list_(pa.string()), nullable=False),
+        pa.field("document_accuracy", pa.float64(), nullable=False),
+    ]
+)
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--reports", required=True, type=Path, help="reports.parquet")
+    parser.add_argument("--spec", required=True, type=Path, help="variable spec (YAML)")
+    parser.add_argument(
+        "--judge-backend",
+        type=json.loads,
+        default={"kind": "none"},
+        help="JSON LLM backend for an LLM judge; kind none: the rule-based checker",
+    )
+    parser.add_argument("--judge-prompt", type=Path, help="tabular_judge.yaml (LLM judge)")
+    parser.add_argument("--cache-dir", type=Path, help="LLM response cache")
+    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def read_reports(path: Path) -> list[dict[str, Any]]:
+    table, _ = read_parquet_with_provenance(path)
+    needed = {"record_id", "note_id", "status", "template", "values_json"}
+    missing = sorted(needed - set(table.column_names))
+    if missing:
+        raise InputError(path, None, f"not a reports table: no columns {missing}")
+    return [r for r in table.to_pylist() if r["status"] == "accepted"]
+
+
+def judge_verdicts(
+    reports: list[dict[str, Any]],
+    spec: TableSpec,
+    backend: Any,
+    prompt_path: Path | None,
+    progress: bool,
+) -> tuple[list[list[VariableVerdict]], Counter[str]]:
+    """The LLM judge's verdicts; an unreadable answer leaves every pair ``not_judged``."""
+    if prompt_path is None:
+        raise InputError("--judge-prompt", None, "an LLM judge needs its prompt file")
+    prompt = load_judge_prompt(prompt_path)
+    requests = []
+    for report in reports:
+        system, user = judge_request_messages(
+            report["template"], json.loads(report["values_json"]), spec, prompt
+        )
+        requests.append(ChatRequest.of(system, user, temperature=0.0))
+    failures: Counter[str] = Counter()
+    out = []
+    for report, result in zip(
+        reports, backend.complete_many(requests, progress=progress), strict=True
+    ):
+        row = json.loads(report["values_json"])
+        parsed = (
+            JudgeFailure("backend_failure", result.reason)
+            if isinstance(result, ChatFailure)
+            else parse_judge_answer(result.text, row, spec, report["template"])
+        )
+        if isinstance(parsed, JudgeFailure):
+            failures[parsed.reason] += 1
+            parsed = [
+                VariableVerdict(name, row[name], False, NOT_JUDGED, None) for name in spec.names
+            ]
+        out.append(parsed)
+    return out, failures
+
+
+def accuracy_table(
+    per_variable: dict[str, float], overall: float, buckets: dict[str, float]
+) -> str:
+    lines = ["| Variable | Accuracy |", "|---|---|"]
+    lines += [f"| {name} | {value:.3f} |" for name, value in per_variable.items()]
+    lines.append(f"| **Overall** | **{overall:.3f}** |")
+    lines += ["", "| Document accuracy bucket | Share of documents |", "|---|---|"]
+    lines += [f"| {name} | {100 * share:.1f}% |" for name, share in buckets.items()]
+    return "\n".join(lines) + "\n"
+
+
+def accuracy_figure(per_variable: dict[str, float], buckets: dict[str, float], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    names = list(per_variable)
+    axes[0].barh(np.arange(len(names)), [per_variable[n] for n in names], color="tab:blue")
+    axes[0].set_yticks(np.arange(len(names)), names, fontsize=8)
+    axes[0].invert_yaxis()
+    axes[0].set_xlim(0, 1)
+    axes[0].set_title("Per-variable accuracy")
+    axes[1].bar(list(buckets), [100 * v for v in buckets.values()], color="tab:green")
+    axes[1].set_ylabel("% of documents")
+    axes[1].set_title("Document-level accuracy")
+    axes[1].tick_params(axis="x", rotation=30)
+    figure.tight_layout()
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=120, format="png")
+    plt.close(figure)
+
+
+def run(args: argparse.Namespace) -> None:
+    spec = load_spec(args.spec)
+    reports = read_reports(args.reports)
+    if not reports:
+        raise InputError(args.reports, None, "no accepted reports to check")
+    backend = build_backend(
+        args.judge_backend, cache_dir=args.cache_dir, where="synth.tabular.faithfulness.judge"
+    )
+    failures: Counter[str] = Counter()
+    if backend is None:
+        checker = "rules"
+        verdicts = [
+            check_report(r["template"], json.loads(r["values_json"]), spec) for r in reports
+        ]
+    else:
+        checker = f"llm:{backend.describe().get('model', backend.name)}"
+        verdicts, failures = judge_verdicts(
+            reports, spec, backend, args.judge_prompt, not args.no_progress
+        )
+        backend.close()
+    by_report = {r["record_id"]: v for r, v in zip(reports, verdicts, strict=True)}
+    per_variable = per_variable_accuracy(by_report)
+    per_variable = {name: per_variable[name] for name in spec.names}
+    overall = overall_accuracy(per_variable)
+    buckets = bucket_shares(by_report)
+    pairs = faithful_pairs(by_report)
+    rows = [
+        {
+            "record_id": r["record_id"],
+            "note_id": r["note_id"],
+            "report": r["template"],
+            "kept_json": json.dumps(dict(pairs[r["record_id"]].kept), sort_keys=True),
+            "dropped": list(pairs[r["record_id"]].dropped),
+            "document_accuracy": sum(v.correct for v in vs) / len(vs),
+        }
+        for r, vs in zip(reports, verdicts, strict=True)
+    ]
+    generators = sorted({r.get("generator", "") for r in reports})
+    provenance = make_provenance(
+        "check-faithfulness",
+        {"checker": checker, "judge_backend": args.judge_backend},
+        {"reports": args.reports, "spec": args.spec},
+    )
+    out = args.out_dir
+    summary = {
+        "checker": checker,
+        "generators": generators,
+        "reports": len(reports),
+        "per_variable_accuracy": per_variable,
+        "overall_accuracy": overall,
+        "document_buckets": buckets,
+        "statuses": status_counts(by_report),
+        "judge_failures": dict(failures),
+        "pairs_kept": sum(len(p.kept) for p in pairs.values()),
+        "pairs_dropped": sum(len(p.dropped) for p in pairs.values()),
+        "provenance": provenance,
+    }
+    write_json_atomic(summary, out / "faithfulness.json")
+    with atomic_text(out / "faithfulness.md") as handle:
+        note = (
+            " (reports by the seeded grammar: backend none, no language model)"
+            if "grammar" in generators
+            else ""
+        )
+        handle.write(f"Checker: {checker}; {len(reports)} reports{note}.\n\n")
+        handle.write(accuracy_table(per_variable, overall, buckets))
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["variable", "accuracy"])
+    writer.writerows(per_variable.items())
+    with atomic_text(out / "faithfulness.csv") as handle:
+        handle.write(buffer.getvalue())
+    accuracy_figure(per_variable, buckets, out / "faithfulness.png")
+    write_parquet_atomic(
+        pa.Table.from_pylist(rows, schema=PAIRS_SCHEMA), out / "pairs.parquet", provenance
+    )
+    log.info(
+        "faithfulness (%s): overall %.3f over %d reports; perfect %.1f%%",
+        checker,
+        overall,
+        len(reports),
+        100 * buckets.get("Perfect", 0.0),
+    )

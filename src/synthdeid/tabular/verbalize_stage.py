@@ -1,0 +1,231 @@
+"""Verbalize synthetic rows into reports with PHI placeholders, filled locally into a pool.
+
+Each row of the subsample goes through the expert rules, then to the LLM
+backend (the template regime's clients: OpenAI-compatible HTTP or local
+transformers) with the versioned prompt, or, for backend ``none``, to the
+seeded grammar of :mod:`synthdeid.tabular.verbalize` (logged, recorded as
+``generator = grammar`` and in the pool's source). Answers pass the template
+validator's JSON, placeholder and identifier checks; accepted reports are
+filled with local surrogates at exact offsets and written as a notes pool
+that the de-identification mixtures can draw from.
+
+Writes reports.parquet (one row per record: the values after the rules, the
+numbers drawn, status, template), the pool (pii / no_pii / removals) and a
+summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from synthdeid.artifacts import make_provenance, write_parquet_atomic
+from synthdeid.identifiers import IdentifierScanner
+from synthdeid.llm.base import ChatFailure, ChatRequest, ChatResponse
+from synthdeid.llm.factory import build_backend
+from synthdeid.mentions import SurfaceIndex
+from synthdeid.settings import settings_from_mapping
+from synthdeid.synthesis.fill import TemplateFiller
+from synthdeid.synthesis.placeholders import load_allowlist
+from synthdeid.synthesis.pool_stage import write_pools
+from synthdeid.synthesis.pools import DedupSettings, Template, build_pools
+from synthdeid.synthesis.validator import TemplateValidator, Verdict, parse_answer
+from synthdeid.tabular.expert_rules import RuledRow, apply_rules, parse_rules
+from synthdeid.tabular.spec import TableSpec, load_spec
+from synthdeid.tabular.tables import read_table
+from synthdeid.tabular.verbalize import (
+    GRAMMAR,
+    REPORT_VARIANT,
+    grammar_report,
+    load_report_prompt,
+    record_rng,
+)
+
+log = logging.getLogger(__name__)
+
+ACCEPTED = "accepted"
+REJECTED = "rejected"
+REPORTS_SCHEMA = pa.schema(
+    [
+        pa.field("record_id", pa.string(), nullable=False),
+        pa.field("note_id", pa.string(), nullable=False),
+        pa.field("generator", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("reason", pa.string()),
+        pa.field("detail", pa.string()),
+        pa.field("values_json", pa.string(), nullable=False),
+        pa.field("drawn_json", pa.string(), nullable=False),
+        pa.field("rules_applied", pa.list_(pa.string()), nullable=False),
+        pa.field("template", pa.string()),
+        pa.field("input_tokens", pa.int64()),
+        pa.field("output_tokens", pa.int64()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class VerbalizeSettings:
+    """synth.tabular.verbalize (minus the subsample keys, which the subsample rule takes)."""
+
+    backend: dict[str, Any] = field(default_factory=lambda: {"kind": "none"})
+    rules: list[dict[str, Any]] = field(default_factory=list)
+    generation: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
+    fill_seed: int = 0
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--subsample", required=True, type=Path, help="subsample.parquet")
+    parser.add_argument("--spec", required=True, type=Path, help="variable spec (YAML)")
+    parser.add_argument("--allowlist", required=True, type=Path, help="placeholders.yaml")
+    parser.add_argument("--prompt", required=True, type=Path, help="tabular_report.yaml")
+    parser.add_argument("--settings", type=json.loads, default={}, help="JSON settings")
+    parser.add_argument("--cache-dir", type=Path, help="LLM response cache")
+    parser.add_argument("--reports", required=True, type=Path, help="reports.parquet to write")
+    parser.add_argument("--pii", required=True, type=Path)
+    parser.add_argument("--no-pii", required=True, type=Path)
+    parser.add_argument("--removals", required=True, type=Path)
+    parser.add_argument("--summary", required=True, type=Path)
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def llm_verdicts(
+    rows: list[tuple[str, RuledRow]],
+    spec: TableSpec,
+    backend: Any,
+    prompt_path: Path,
+    validator: TemplateValidator,
+    settings: VerbalizeSettings,
+    progress: bool,
+) -> list[tuple[Verdict, ChatResponse | None]]:
+    """One request per row through ``backend``; each answer judged by the validator."""
+    prompt = load_report_prompt(prompt_path)
+    requests = [
+        ChatRequest(
+            messages=prompt.messages(row, spec),
+            seed=settings.seed + i,
+            **settings.generation,
+        )
+        for i, (_, row) in enumerate(rows)
+    ]
+    out: list[tuple[Verdict, ChatResponse | None]] = []
+    for result in backend.complete_many(requests, progress=progress):
+        if isinstance(result, ChatFailure):
+            out.append((Verdict(None, "backend_failure", result.reason), None))
+            continue
+        verdict = parse_answer(result.text)
+        if verdict.accepted and verdict.template is not None:
+            verdict = (
+                validator.check_placeholders(verdict.template, REPORT_VARIANT)
+                or validator.check_identifiers(verdict.template)
+                or verdict
+            )
+        out.append((verdict, result))
+    return out
+
+
+def run(args: argparse.Namespace) -> None:
+    settings = settings_from_mapping(VerbalizeSettings, args.settings, "synth.tabular.verbalize")
+    spec = load_spec(args.spec)
+    allowlist = load_allowlist(args.allowlist)
+    rules = parse_rules(settings.rules, spec)
+    subsample, _ = read_table(args.subsample, spec, ("sample",))
+    rows: list[tuple[str, RuledRow]] = []
+    for record in subsample.to_dict("records"):
+        rng = record_rng(settings.seed, record["record_id"])
+        rows.append((record["record_id"], apply_rules(record, rules, spec, rng)))
+    validator = TemplateValidator(allowlist, IdentifierScanner())
+    backend = build_backend(
+        settings.backend, cache_dir=args.cache_dir, where="synth.tabular.verbalize.backend"
+    )
+    if backend is None:
+        log.warning(
+            "backend none: %d reports rendered by the seeded grammar, not by a language model",
+            len(rows),
+        )
+        generator = GRAMMAR
+        results: list[tuple[Verdict, ChatResponse | None]] = []
+        for record_id, row in rows:
+            text = grammar_report(row, spec, record_rng(settings.seed + 1, record_id))
+            verdict = validator.check_placeholders(text, REPORT_VARIANT) or Verdict(text)
+            results.append((verdict, None))
+    else:
+        generator = f"llm:{backend.describe().get('model', backend.name)}"
+        results = llm_verdicts(
+            rows, spec, backend, args.prompt, validator, settings, not args.no_progress
+        )
+    table_rows = []
+    templates = []
+    for (record_id, row), (verdict, response) in zip(rows, results, strict=True):
+        note_id = f"tabular-{record_id}"
+        table_rows.append(
+            {
+                "record_id": record_id,
+                "note_id": note_id,
+                "generator": generator,
+                "status": ACCEPTED if verdict.accepted else REJECTED,
+                "reason": verdict.reason,
+                "detail": verdict.detail or None,
+                "values_json": json.dumps(row.values, sort_keys=True),
+                "drawn_json": json.dumps(row.drawn, sort_keys=True),
+                "rules_applied": list(row.applied),
+                "template": verdict.template,
+                "input_tokens": response.input_tokens if response else None,
+                "output_tokens": response.output_tokens if response else None,
+            }
+        )
+        if verdict.accepted and verdict.template is not None:
+            templates.append(
+                Template(note_id, record_id, record_id, REPORT_VARIANT.name, verdict.template)
+            )
+    source = f"synthetic:tabular:{generator}"
+    filler = TemplateFiller(allowlist, seed=settings.fill_seed, forbidden=[])
+    result = build_pools(
+        templates,
+        [],
+        filler=filler,
+        surfaces=SurfaceIndex([], min_chars=3),
+        encoder=None,
+        dedup=DedupSettings(against_seeds=False),
+        source=source,
+        progress=not args.no_progress,
+    )
+    params = {
+        "settings": args.settings,
+        "generator": generator,
+        "source": source,
+        "fill": filler.provenance(),
+        "prompt": load_report_prompt(args.prompt).provenance(),
+    }
+    provenance = make_provenance(
+        "verbalize-tabular",
+        params,
+        {"subsample": args.subsample, "spec": args.spec, "allowlist": args.allowlist},
+    )
+    write_parquet_atomic(
+        pa.Table.from_pylist(table_rows, schema=REPORTS_SCHEMA), args.reports, provenance
+    )
+    accepted = sum(r["status"] == ACCEPTED for r in table_rows)
+    write_pools(
+        result,
+        provenance,
+        pii=args.pii,
+        no_pii=args.no_pii,
+        removals=args.removals,
+        summary=args.summary,
+        extra_counts={
+            "rows": len(rows),
+            "accepted": accepted,
+            "rejected": len(rows) - accepted,
+            "generator": generator,
+            "language_model": backend is not None,
+        },
+    )
+    if backend is not None:
+        backend.close()
