@@ -2,6 +2,7 @@
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -11,6 +12,7 @@ from synthdeid.labels import CANONICAL_LABELS, coarse_view
 from synthdeid.errors import ConfigError
 from synthdeid.readers import get_reader
 from synthdeid.surrogate.keying import load_key
+from synthdeid.tabular.synthesizers import DPGAN_ENV, SYNTHESIZERS
 from synthdeid.workflow_support import ensure_cli_on_path
 
 validate(config, schema="../schemas/config.schema.yaml")
@@ -82,6 +84,8 @@ def all_targets():
         f"results/fill_templates/{CORPUS}/pii.parquet",
         f"results/diagnose_synthetic/{CORPUS}/diagnostics.json",
         f"results/audit_dp_lm/{CORPUS}/audit.json",
+        f"results/evaluate_tabular/{TABLE}/comparison.json",
+        f"results/check_faithfulness/{TABLE}/faithfulness.json",
         *[f"results/evaluate_ner/{CORPUS}/{run}/metrics.json" for run in NER_RUNS],
         f"results/compare_ner/{CORPUS}/runs.png",
     ]
@@ -163,6 +167,104 @@ def tapt_settings():
     return as_json({**DPLM["tapt"], "model": config["ner"]["training"]["model"]})
 
 
+# ------------------------------------------------------------ DP tabular synthesis
+
+TABULAR = config["synth"]["tabular"]
+TABLE = TABULAR["table"]["name"]
+MAIN_ENV_SYNTHESIZERS = [n for n, i in SYNTHESIZERS.items() if i.env != DPGAN_ENV]
+DPGAN_ENV_SYNTHESIZERS = [n for n, i in SYNTHESIZERS.items() if i.env == DPGAN_ENV]
+
+
+wildcard_constraints:
+    table=TABLE,
+    budget="non_dp|eps[0-9.]+",
+
+
+def tabular_budgets(name):
+    """eps<epsilon> for each configured epsilon of a DP synthesizer; non_dp for a baseline."""
+    if SYNTHESIZERS[name].dp:
+        return [f"eps{epsilon:g}" for epsilon in TABULAR["epsilons"]]
+    return ["non_dp"]
+
+
+# every fitted synthesizer: (input name, synthesizer, budget)
+TABULAR_RUNS = [
+    (f"{name}_{budget}".replace(".", "_"), name, budget)
+    for name in TABULAR["synthesizers"]
+    for budget in tabular_budgets(name)
+]
+
+
+def tabular_samples_path(name, budget):
+    return f"results/fit_dp_tabular/{TABLE}/{name}/{budget}/samples.parquet"
+
+
+def tabular_source_files(wildcards):
+    """The source table file (nothing for a scikit-learn dataset), so a new file reruns."""
+    source = TABULAR["table"]["source"]
+    return {"source": source["path"]} if "path" in source else {}
+
+
+def tabular_budget_arguments(wildcards):
+    if wildcards.budget == "non_dp":
+        return ""
+    return (
+        f"--epsilon {wildcards.budget[3:]}"
+        f" --preprocessor-epsilon {TABULAR['preprocessor_epsilon']}"
+    )
+
+
+def tabular_options(wildcards):
+    """Only this synthesizer's options: changing another's does not rerun it."""
+    return as_json(TABULAR["options"].get(wildcards.synthesizer, {}))
+
+
+def tabular_sample_files(wildcards):
+    return {
+        key: tabular_samples_path(name, budget) for key, name, budget in TABULAR_RUNS
+    }
+
+
+def tabular_run_arguments(wildcards, input):
+    """--run LABEL=SAMPLES for every fitted synthesizer (labels as the table shows them)."""
+    runs = []
+    for key, name, budget in TABULAR_RUNS:
+        label = name if budget == "non_dp" else f"{name} (eps {budget[3:]})"
+        pair = shlex.quote(f"{label}={input[key]}")
+        runs.append(f"--run {pair}")
+    return " ".join(runs)
+
+
+def tabular_evaluation_dir(wildcards, output):
+    return str(Path(output.json).parent)
+
+
+def tabular_faithfulness_dir(wildcards, output):
+    return str(Path(output.json).parent)
+
+
+def tabular_verbalized_samples(wildcards):
+    """The samples of the synthesizer whose rows are verbalized (seed 002: PATE-CTGAN)."""
+    name = TABULAR["subsample"]["synthesizer"]
+    if name not in TABULAR["synthesizers"]:
+        raise WorkflowError(
+            f"synth.tabular.subsample.synthesizer {name!r} is not one of "
+            f"synth.tabular.synthesizers {TABULAR['synthesizers']}"
+        )
+    epsilon = TABULAR["subsample"]["epsilon"] or TABULAR["epsilons"][0]
+    budget = f"eps{epsilon:g}" if SYNTHESIZERS[name].dp else "non_dp"
+    return tabular_samples_path(name, budget)
+
+
+def tabular_verbalize_settings():
+    keys = ("backend", "rules", "generation", "seed", "fill_seed")
+    return as_json({key: TABULAR["verbalize"][key] for key in keys})
+
+
+def tabular_verbalize_gpus(wildcards):
+    return 1 if TABULAR["verbalize"]["backend"]["kind"] == "transformers" else 0
+
+
 # ------------------------------------------------------------ de-identification models
 
 NER = config["ner"]
@@ -183,6 +285,10 @@ POOLS = {
     ),
     "dplm_pii": ("results/sample_dp_lm/{corpus}/dp/pii.parquet", ["synthetic"]),
     "dplm_no_pii": ("results/sample_dp_lm/{corpus}/dp/no_pii.parquet", ["synthetic"]),
+    "tabular_reports": (
+        f"results/verbalize_tabular/{TABLE}/pii.parquet",
+        ["synthetic"],
+    ),
 }
 # encoders after task-adaptive pretraining, by the name a run gives in `tapt`
 TAPT_MODELS = {"dplm": "results/tapt_encoder/{corpus}/dplm/model"}
