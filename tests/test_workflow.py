@@ -42,6 +42,13 @@ DEMO_JOBS = {
     "train_dp_lm": 2,
     "sample_dp_lm": 2,
     "audit_dp_lm": 1,
+    "prepare_tabular": 1,
+    "fit_dp_tabular": 4,
+    "fit_dp_gan_tabular": 2,
+    "evaluate_tabular": 1,
+    "subsample_tabular": 1,
+    "verbalize_tabular": 1,
+    "check_faithfulness": 1,
     "build_mixture": 2,
     "train_ner": 2,
     "predict_ner": 2,
@@ -49,6 +56,17 @@ DEMO_JOBS = {
     "compare_ner": 1,
     "all": 1,
 }
+
+
+TABULAR_JOBS = (
+    "prepare_tabular",
+    "fit_dp_tabular",
+    "fit_dp_gan_tabular",
+    "evaluate_tabular",
+    "subsample_tabular",
+    "verbalize_tabular",
+    "check_faithfulness",
+)
 
 
 def test_lint_is_clean(repo: Path) -> None:
@@ -135,6 +153,29 @@ def test_demo_run_trains_samples_and_audits_the_dp_language_model(workdir: Path)
         assert (results / "audit_dp_lm" / "demo" / figure).read_bytes().startswith(b"\x89PNG")
 
 
+def test_demo_run_compares_every_synthesizer_and_verbalizes_a_subsample(workdir: Path) -> None:
+    results = workdir / "results"
+    fits = results / "fit_dp_tabular" / "breast_cancer"
+    for name in ("mst", "aim", "pate_ctgan", "dp_ctgan"):
+        privacy = json.loads((fits / name / "eps3" / "privacy.json").read_text())
+        assert privacy["epsilon_total"] == 3.0 and privacy["sums_to_total"] is True
+    for name in ("gaussian_copula", "ctgan"):
+        assert json.loads((fits / name / "non_dp" / "privacy.json").read_text())["dp"] is False
+    comparison = json.loads(
+        (results / "evaluate_tabular" / "breast_cancer" / "comparison.json").read_text()
+    )["results"]
+    assert len(comparison) == 7  # the real holdout and six synthesizers
+    assert all(r["metrics"]["overall"]["n"] == 10 for r in comparison[1:])
+    figure = results / "evaluate_tabular" / "breast_cancer" / "comparison.png"
+    assert figure.read_bytes().startswith(b"\x89PNG")
+    pool = read_notes(results / "verbalize_tabular" / "breast_cancer" / "pii.parquet")
+    assert len(pool) == 40 and {n.source for n in pool} == {"synthetic:tabular:grammar"}
+    scores = json.loads(
+        (results / "check_faithfulness" / "breast_cancer" / "faithfulness.json").read_text()
+    )
+    assert scores["reports"] == 40 and scores["generators"] == ["grammar"]
+
+
 def test_nothing_to_do_after_a_run(workdir: Path) -> None:
     result = snakemake(workdir, "-n")
     assert "Nothing to be done" in result.stdout + result.stderr
@@ -194,9 +235,11 @@ def test_changing_the_dedup_threshold_reruns_only_the_pool_branch(workdir: Path)
 
 def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
     result = snakemake(workdir, "-n", "--configfile", changed_config(workdir, "split", "seed", 99))
-    # everything downstream of the split, i.e. every job but ingest and the canaries
+    # everything downstream of the split: every job but ingest, the canaries and the
+    # tabular branch (its table is not the notes corpus)
+    independent = {"ingest_corpus", "plant_canaries", *TABULAR_JOBS}
     assert planned_jobs(result.stdout) == {
-        rule: n for rule, n in DEMO_JOBS.items() if rule not in {"ingest_corpus", "plant_canaries"}
+        rule: n for rule, n in DEMO_JOBS.items() if rule not in independent
     }
 
 
@@ -214,6 +257,33 @@ def test_changing_the_privacy_target_reruns_only_the_dp_branch(workdir: Path) ->
     }
     assert "output: results/train_dp_lm/demo/dp/model" in result.stdout
     assert "output: results/train_dp_lm/demo/non_dp/model" not in result.stdout
+
+
+def test_changing_one_synthesizer_reruns_only_its_fit_and_the_comparison(workdir: Path) -> None:
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    config["synth"]["tabular"]["options"]["ctgan"] = {"epochs": 3}
+    path = workdir / "changed-ctgan.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(workdir, "-n", "--configfile", str(path))
+    assert planned_jobs(result.stdout) == {"fit_dp_tabular": 1, "evaluate_tabular": 1, "all": 1}
+    assert "results/fit_dp_tabular/breast_cancer/ctgan/non_dp/samples.parquet" in result.stdout
+
+
+def test_the_tabular_reports_pool_joins_a_mixture(workdir: Path) -> None:
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    config["ner"]["runs"][1]["pools"] = ["tabular_reports"]
+    path = workdir / "changed-tabular-pool.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(workdir, "-n", "--configfile", str(path))
+    assert planned_jobs(result.stdout) == {
+        "build_mixture": 1,
+        "train_ner": 1,
+        "predict_ner": 1,
+        "evaluate_ner": 1,
+        "compare_ner": 1,
+        "all": 1,
+    }
+    assert "results/verbalize_tabular/breast_cancer/pii.parquet" in result.stdout
 
 
 def test_tapt_is_one_switch_on_a_run(workdir: Path) -> None:

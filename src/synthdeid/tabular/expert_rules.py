@@ -95,21 +95,30 @@ def parse_rules(entries: Sequence[Mapping[str, Any]], spec: TableSpec) -> tuple[
         stray = sorted(set(when) - set(variable.domain))
         if stray:
             raise ConfigError(f"{where}.when: {stray} are not values of {variable.name}")
-        bounds = entry.get("range")
+        bounds = _range(entry.get("range"), f"{where}.range")
         if bounds is None and variable.kind != BINNED:
             raise ConfigError(f"{where}: a categorical variable needs a range to draw from")
-        if bounds is not None and (len(bounds) != 2 or not float(bounds[0]) < float(bounds[1])):
-            raise ConfigError(f"{where}.range must be [low, high] with low < high")
-        rules.append(
-            ExpertRule(
-                kind,
-                variable.name,
-                when=when,
-                range=(float(bounds[0]), float(bounds[1])) if bounds is not None else None,
-                decimals=int(entry.get("decimals", variable.decimals)),
-            )
-        )
+        decimals = entry.get("decimals", variable.decimals)
+        if isinstance(decimals, bool) or not isinstance(decimals, int) or decimals < 0:
+            raise ConfigError(f"{where}.decimals must be a non-negative integer, got {decimals!r}")
+        rules.append(ExpertRule(kind, variable.name, when=when, range=bounds, decimals=decimals))
     return tuple(rules)
+
+
+def _range(value: Any, where: str) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, Sequence)
+        or isinstance(value, str)
+        or len(value) != 2
+        or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+        or not value[0] < value[1]
+    ):
+        raise ConfigError(
+            f"{where} must be [low, high], two numbers with low < high; got {value!r}"
+        )
+    return float(value[0]), float(value[1])
 
 
 def apply_rules(

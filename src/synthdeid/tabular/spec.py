@@ -222,9 +222,15 @@ def parse_variable(entry: Mapping[str, Any], where: str) -> Variable:
         "label": str(entry.get("label", name.replace("_", " "))),
         "unit": str(entry.get("unit", "")),
         "mentions": _strings(entry.get("mentions"), f"{where}.mentions"),
-        "allow_missing": bool(entry.get("allow_missing", False)),
-        "decimals": int(entry.get("decimals", 2)),
+        "allow_missing": entry.get("allow_missing", False),
+        "decimals": entry.get("decimals", 2),
     }
+    if not isinstance(common["allow_missing"], bool):
+        raise ConfigError(f"{where}.allow_missing must be true or false")
+    if isinstance(common["decimals"], bool) or not isinstance(common["decimals"], int):
+        raise ConfigError(f"{where}.decimals must be an integer, got {common['decimals']!r}")
+    if common["decimals"] < 0:
+        raise ConfigError(f"{where}.decimals must be >= 0")
     if kind == BINNED:
         for key in ("categories", "merge", "phrases"):
             if key in entry:

@@ -118,6 +118,8 @@ class FittedSynthesizer:
         """``rows`` synthetic rows (variables only), seeded; values as category strings."""
         seed_everything(seed)
         if self.info.library == "sdv":
+            # SDV keeps its own random state (a fixed seed on first use): set it per sample
+            self.model._set_random_state(seed)
             frame = self.model.sample(num_rows=rows)
         else:
             frame = self.model.sample(rows)

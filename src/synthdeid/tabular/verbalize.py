@@ -60,8 +60,10 @@ def stated_value(variable: Variable, value: str, drawn: str | None) -> str:
     """How a prompt states one value: a drawn number, a range to choose in, or a category."""
     if value == MISSING:
         return "not reported"
-    if drawn is not None:
+    if drawn is not None and variable.kind == BINNED:
         return with_unit(drawn, variable)
+    if drawn is not None:  # a category with a number drawn for it: "positive (46 %)"
+        return f"{variable.phrases_of(value)[0]} ({with_unit(drawn, variable)})"
     if variable.kind == BINNED:
         chosen = variable.bin_of(value)
         low, high = format_number(chosen.low), format_number(chosen.high)
@@ -173,7 +175,9 @@ def _sentence(variable: Variable, value: str, drawn: str | None, rng: random.Ran
             drawn = number_text(rng.uniform(chosen.low, chosen.high), variable.decimals)
         text = with_unit(drawn, variable)
         return rng.choice(_NUMBER_SENTENCES).format(value=text, **names)
-    phrase = drawn if drawn is not None else rng.choice(variable.phrases_of(value))
+    phrase = rng.choice(variable.phrases_of(value))
+    if drawn is not None:
+        phrase = f"{phrase} ({with_unit(drawn, variable)})"
     return rng.choice(_CATEGORY_SENTENCES).format(value=phrase, **names)
 
 
