@@ -195,7 +195,10 @@ def test_draws_are_seeded_per_record():
         ),
         ({**ER_RULE, "range": [100, 1]}, ".range must be [low, high], two numbers with low < high"),
         ({**ER_RULE, "range": [5, 5]}, ".range must be [low, high], two numbers with low < high"),
-        ({**ER_RULE, "range": [1, 2, 3]}, ".range must be [low, high], two numbers with low < high"),
+        (
+            {**ER_RULE, "range": [1, 2, 3]},
+            ".range must be [low, high], two numbers with low < high",
+        ),
         ({**SIZE_RULE, "range": [1]}, ".range must be [low, high], two numbers with low < high"),
     ],
 )
@@ -244,7 +247,7 @@ def test_prompt_variables():
     lines = text.split("\n")
     assert lines[0] == "- diagnostic test: biopsy"
     assert lines[1] == "- tumor size: not reported"
-    assert lines[2] == f"- ER status: {ruled.drawn['er_status']} %"
+    assert lines[2] == f"- ER status: positive ({ruled.drawn['er_status']} %)"
     assert len(lines) == 3
 
 
