@@ -26,6 +26,13 @@ rule prepare_tabular:
 
 
 rule fit_dp_tabular:
+    """Fit MST, AIM (DP, SmartNoise) or GaussianCopula, CTGAN (non-DP, SDV); draw the samples.
+
+    {budget} is eps<epsilon> for a DP synthesizer, non_dp for a baseline.
+    output: samples.parquet (record_id, sample, variables; ten independent
+            samples by default), privacy.json (epsilon total = preprocessor +
+            synthesizer, checked after fitting; delta)
+    """
     input:
         prepared=rules.prepare_tabular.output.prepared,
         spec=TABULAR["table"]["spec"],
@@ -36,13 +43,6 @@ rule fit_dp_tabular:
         "logs/fit_dp_tabular/{table}/{synthesizer}/{budget}.log",
     benchmark:
         "benchmarks/fit_dp_tabular/{table}/{synthesizer}/{budget}.tsv"
-    """Fit MST, AIM (DP, SmartNoise) or GaussianCopula, CTGAN (non-DP, SDV); draw the samples.
-
-    {budget} is eps<epsilon> for a DP synthesizer, non_dp for a baseline.
-    output: samples.parquet (record_id, sample, variables; ten independent
-            samples by default), privacy.json (epsilon total = preprocessor +
-            synthesizer, checked after fitting; delta)
-    """
     wildcard_constraints:
         synthesizer="|".join(MAIN_ENV_SYNTHESIZERS),
     conda:
@@ -65,6 +65,14 @@ rule fit_dp_tabular:
 
 
 rule fit_dp_gan_tabular:
+    """Fit SmartNoise's PATE-CTGAN or DP-CTGAN in the dpgan environment (opacus 0.14).
+
+    SmartNoise's GAN path needs opacus 0.14, the DP language model opacus
+    1.6 (envs/README.md): this rule family puts the environment's opacus 0.14
+    overlay (<env>/opt/dpgan-overlay, built by scripts/setup-env.sh and the
+    conda post-deploy script) first on PYTHONPATH. Outputs as fit_dp_tabular.
+    GPU rule: one GPU on SLURM.
+    """
     input:
         prepared=rules.prepare_tabular.output.prepared,
         spec=TABULAR["table"]["spec"],
@@ -75,14 +83,6 @@ rule fit_dp_gan_tabular:
         "logs/fit_dp_tabular/{table}/{synthesizer}/{budget}.log",
     benchmark:
         "benchmarks/fit_dp_tabular/{table}/{synthesizer}/{budget}.tsv"
-    """Fit SmartNoise's PATE-CTGAN or DP-CTGAN in the dpgan environment (opacus 0.14).
-
-    SmartNoise's GAN path needs opacus 0.14, the DP language model opacus
-    1.6 (envs/README.md): this rule family puts the environment's opacus 0.14
-    overlay (<env>/opt/dpgan-overlay, built by scripts/setup-env.sh and the
-    conda post-deploy script) first on PYTHONPATH. Outputs as fit_dp_tabular.
-    GPU rule: one GPU on SLURM.
-    """
     wildcard_constraints:
         synthesizer="|".join(DPGAN_ENV_SYNTHESIZERS),
     conda:
