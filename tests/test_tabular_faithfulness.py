@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from synthdeid.errors import ConfigError, InputError
+from synthdeid.errors import ConfigError
 from synthdeid.tabular.faithfulness import (
     CORRECT,
     INVALID_VERDICT,
@@ -300,7 +300,7 @@ def test_judge_prompt_and_request_messages():
 def test_judge_prompt_with_an_unknown_field_is_rejected(tmp_path):
     bad = tmp_path / "judge.yaml"
     bad.write_text('version: "1"\nsystem: s\nuser: "{report} {pairs} {extra}"\n')
-    with pytest.raises(InputError, match="extra"):
+    with pytest.raises(ConfigError, match="extra"):
         load_judge_prompt(bad)
     with pytest.raises(ConfigError):
         load_judge_prompt(tmp_path / "missing.yaml")

@@ -289,9 +289,9 @@ def test_prompt_fields_are_checked(tmp_path):
     ok = _prompt_file(tmp_path, "Write $title: $variables with ${placeholders}; costs $$5")
     assert load_report_prompt(ok).name == "p"
     for user, fragment in [
-        ("Write $title: $variables", "'placeholders'"),
-        ("Write $title: $variables $placeholders $patient", "'patient'"),
-        ("Write $title $variables ${placeholders} ${extra}", "'extra'"),
+        ("Write $title: $variables", "found ['$title', '$variables']"),
+        ("Write $title: $variables $placeholders $patient", "'$patient'"),
+        ("Write $title $variables ${placeholders} ${extra}", "'$extra'"),
     ]:
         with pytest.raises(ConfigError) as caught:
             load_report_prompt(_prompt_file(tmp_path, user))
@@ -300,11 +300,11 @@ def test_prompt_fields_are_checked(tmp_path):
 
 
 def test_prompt_file_errors(tmp_path):
-    with pytest.raises(ConfigError, match="cannot read prompt"):
+    with pytest.raises(ConfigError, match="not found"):
         load_report_prompt(tmp_path / "absent.yaml")
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump({"name": "p", "system": "s", "user": "u"}), encoding="utf-8")
-    with pytest.raises(ConfigError, match="string name, version, system and user"):
+    with pytest.raises(ConfigError, match="a prompt needs the string keys"):
         load_report_prompt(path)
 
 

@@ -102,19 +102,16 @@ LLM judge
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import string
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from synthdeid.errors import ConfigError, InputError
+from synthdeid.errors import ConfigError
+from synthdeid.tabular.prompt_file import FORMAT, PromptFile, load_prompt_file
 from synthdeid.tabular.spec import BINNED, MISSING, Bin, TableSpec, Variable, format_number
 
 CORRECT = "correct"
@@ -201,20 +198,6 @@ class FaithfulPairs:
 
     kept: Mapping[str, str]
     dropped: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class JudgePrompt:
-    """The LLM-judge prompt file: a system message and a ``str.format`` user template."""
-
-    name: str
-    version: str
-    fingerprint: str
-    system: str
-    user: str
-
-    def provenance(self) -> dict[str, str]:
-        return {"name": self.name, "version": self.version, "sha256": self.fingerprint}
 
 
 @dataclass(frozen=True)
@@ -588,42 +571,12 @@ def status_counts(
 # ---------------------------------------------------------------- LLM judge
 
 JUDGE_FIELDS = ("report", "pairs")
+JudgePrompt = PromptFile  # the judge prompt file (fields {report}, {pairs})
 
 
 def load_judge_prompt(path: str | Path) -> JudgePrompt:
-    """Read and check the judge prompt file (``version``, ``system``, ``user``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"judge prompt file {path} does not exist")
-    raw = path.read_bytes()
-    try:
-        data = yaml.safe_load(raw)
-    except yaml.YAMLError as exc:
-        raise InputError(path, None, f"not valid YAML: {exc}") from exc
-    required = {"version", "system", "user"}
-    if not isinstance(data, Mapping) or not required <= set(data):
-        raise InputError(path, None, f"a judge prompt needs the keys {sorted(required)}")
-    if not all(isinstance(data[key], str) for key in ("system", "user")):
-        raise InputError(path, None, "system and user must be strings")
-    user = data["user"]
-    try:
-        fields = {field for _, field, _, _ in string.Formatter().parse(user) if field is not None}
-    except ValueError as exc:
-        raise InputError(path, "user", f"not a valid format template: {exc}") from exc
-    if fields != set(JUDGE_FIELDS):
-        raise InputError(
-            path,
-            "user",
-            f"the template must use exactly {{report}} and {{pairs}}, found {sorted(fields)} "
-            "(write literal braces as {{ and }})",
-        )
-    return JudgePrompt(
-        name=str(data.get("name", path.stem)),
-        version=str(data["version"]),
-        fingerprint=hashlib.sha256(raw).hexdigest()[:16],
-        system=data["system"],
-        user=user,
-    )
+    """Read and check the judge prompt file (a ``str.format`` user template)."""
+    return load_prompt_file(path, set(JUDGE_FIELDS), FORMAT)
 
 
 def _value_text(variable: Variable, value: str) -> str:

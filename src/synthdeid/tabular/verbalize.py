@@ -22,16 +22,14 @@ from __future__ import annotations
 import hashlib
 import random
 import string
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
-
-from synthdeid.errors import ConfigError
 from synthdeid.llm.base import ChatMessage
 from synthdeid.synthesis.prompts import Variant
 from synthdeid.tabular.expert_rules import RuledRow
+from synthdeid.tabular.prompt_file import TEMPLATE, PromptFile, load_prompt_file
 from synthdeid.tabular.spec import (
     BINNED,
     MISSING,
@@ -83,17 +81,8 @@ def prompt_variables(row: RuledRow, spec: TableSpec) -> str:
 
 
 @dataclass(frozen=True)
-class ReportPrompt:
+class ReportPrompt(PromptFile):
     """The versioned prompt of ``resources/prompts/tabular_report.yaml``."""
-
-    name: str
-    version: str
-    fingerprint: str
-    system: str
-    user: str
-
-    def provenance(self) -> dict[str, str]:
-        return {"name": self.name, "version": self.version, "sha256": self.fingerprint}
 
     def messages(self, row: RuledRow, spec: TableSpec) -> tuple[ChatMessage, ...]:
         user = string.Template(self.user).substitute(
@@ -105,33 +94,7 @@ class ReportPrompt:
 
 
 def load_report_prompt(path: str | Path) -> ReportPrompt:
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-        data = yaml.safe_load(raw)
-    except (OSError, yaml.YAMLError) as error:
-        raise ConfigError(f"cannot read prompt {path}: {error}") from None
-    if not isinstance(data, Mapping) or not all(
-        isinstance(data.get(k), str) for k in ("name", "version", "system", "user")
-    ):
-        raise ConfigError(f"{path}: a prompt needs string name, version, system and user")
-    fields = {
-        m.group("named") or m.group("braced")
-        for m in string.Template.pattern.finditer(data["user"])
-        if m.group("named") or m.group("braced")
-    }
-    if fields != PROMPT_FIELDS:
-        raise ConfigError(
-            f"{path}: the user template must use exactly ${sorted(PROMPT_FIELDS)}, "
-            f"it uses {sorted(fields)}"
-        )
-    return ReportPrompt(
-        data["name"],
-        data["version"],
-        hashlib.sha256(raw).hexdigest(),
-        data["system"],
-        data["user"],
-    )
+    return ReportPrompt(**asdict(load_prompt_file(path, PROMPT_FIELDS, TEMPLATE)))
 
 
 # ------------------------------------------------------------------ grammar (backend none)
