@@ -27,8 +27,9 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from synthdeid.artifacts import atomic_path, atomic_text, make_provenance, write_json_atomic
+from synthdeid.artifacts import atomic_text, make_provenance, write_json_atomic
 from synthdeid.errors import ConfigError
+from synthdeid.evaluation.report import pyplot, save_figure
 from synthdeid.settings import settings_from_mapping
 from synthdeid.tabular.metrics import (
     fidelity,
@@ -211,11 +212,7 @@ def comparison_csv(results: list[dict[str, Any]]) -> str:
 
 def comparison_figure(results: list[dict[str, Any]], path: Path) -> None:
     """Fidelity by order and two novelty figures per synthesizer, with the spread over samples."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     labels = [r["label"] for r in results]
     x = np.arange(len(labels))
     figure, axes = plt.subplots(1, 2, figsize=(max(8, 1.6 * len(labels) + 4), 4.2))
@@ -237,9 +234,7 @@ def comparison_figure(results: list[dict[str, Any]], path: Path) -> None:
         ax.legend(fontsize=8)
     axes[1].axhline(0.5, color="grey", linewidth=0.8, linestyle="--")
     figure.tight_layout()
-    with atomic_path(path) as tmp:
-        figure.savefig(tmp, dpi=120, format="png")
-    plt.close(figure)
+    save_figure(figure, path)
 
 
 def run(args: argparse.Namespace) -> None:

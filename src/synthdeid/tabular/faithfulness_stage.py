@@ -23,7 +23,6 @@ import numpy as np
 import pyarrow as pa
 
 from synthdeid.artifacts import (
-    atomic_path,
     atomic_text,
     make_provenance,
     read_parquet_with_provenance,
@@ -31,6 +30,7 @@ from synthdeid.artifacts import (
     write_parquet_atomic,
 )
 from synthdeid.errors import InputError
+from synthdeid.evaluation.report import pyplot, save_figure
 from synthdeid.llm.base import ChatFailure, ChatRequest
 from synthdeid.llm.factory import build_backend
 from synthdeid.tabular.faithfulness import (
@@ -136,11 +136,7 @@ def accuracy_table(
 
 
 def accuracy_figure(per_variable: dict[str, float], buckets: dict[str, float], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 2]})
     names = list(per_variable)
     axes[0].barh(np.arange(len(names)), [per_variable[n] for n in names], color="tab:blue")
@@ -153,9 +149,7 @@ def accuracy_figure(per_variable: dict[str, float], buckets: dict[str, float], p
     axes[1].set_title("Document-level accuracy")
     axes[1].tick_params(axis="x", rotation=30)
     figure.tight_layout()
-    with atomic_path(path) as tmp:
-        figure.savefig(tmp, dpi=120, format="png")
-    plt.close(figure)
+    save_figure(figure, path)
 
 
 def run(args: argparse.Namespace) -> None:
