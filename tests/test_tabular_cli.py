@@ -384,3 +384,18 @@ def test_llm_reports_over_http_are_validated_filled_and_judged(work: Path, chat_
     assert judged["checker"] == "llm:scripted" and judged["judge_failures"] == {"invalid_json": 1}
     assert judged["statuses"]["not_judged"] == 12  # the unreadable answer: 12 variables
     assert judged["document_buckets"]["Perfect"] == pytest.approx(4 / 5)
+
+
+def test_similarity_with_the_bundled_minilm_embeds_each_distinct_row_once() -> None:
+    import numpy as np
+
+    from synthdeid.tabular.evaluate_stage import cached_embedder
+    from synthdeid.tabular.metrics import similarity
+
+    embed = cached_embedder(None, progress=False)
+    train = pd.DataFrame({"a": ["x", "y", "x", "x"], "b": ["p", "q", "p", "q"]})
+    vectors = embed(["a: x; b: p", "a: y; b: q", "a: x; b: p"])
+    assert vectors.shape[0] == 3 and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    assert np.array_equal(vectors[0], vectors[2])
+    assert similarity(train, train, embed) == pytest.approx(1.0)
+    assert 0 < similarity(train, pd.DataFrame({"a": ["z"] * 3, "b": ["r"] * 3}), embed) < 1
