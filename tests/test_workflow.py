@@ -181,6 +181,18 @@ def test_nothing_to_do_after_a_run(workdir: Path) -> None:
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
+def dry_run_with(workdir: Path, name: str, keys: tuple, value: object):
+    """``snakemake -n`` with the demo config changed at one place (``keys`` path)."""
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    target = config
+    for key in keys[:-1]:
+        target = target[key]
+    target[keys[-1]] = value
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return snakemake(workdir, "-n", "--configfile", str(path))
+
+
 def changed_config(workdir: Path, section: str, key: str, value: object) -> str:
     """Write the demo config with one value changed; return the file's path."""
     config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
@@ -208,11 +220,17 @@ def test_changing_a_masking_parameter_reruns_masking_and_synthesis(workdir: Path
 
 
 def test_changing_one_run_reruns_only_that_branch(workdir: Path) -> None:
-    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
-    config["ner"]["runs"][1]["training"] = {"learning_rate": 3.0e-4}
-    path = workdir / "changed-run.yaml"
-    path.write_text(yaml.safe_dump(config))
-    result = snakemake(workdir, "-n", "--configfile", str(path))
+    result = dry_run_with(
+        workdir,
+        "changed-run",
+        (
+            "ner",
+            "runs",
+            1,
+            "training",
+        ),
+        {"learning_rate": 3.0e-4},
+    )
     assert planned_jobs(result.stdout) == {
         "train_ner": 1,
         "predict_ner": 1,
@@ -225,11 +243,17 @@ def test_changing_one_run_reruns_only_that_branch(workdir: Path) -> None:
 
 
 def test_changing_the_dedup_threshold_reruns_only_the_pool_branch(workdir: Path) -> None:
-    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
-    config["synth"]["template"]["pools"]["near_threshold"] = 0.9
-    path = workdir / "changed-pools.yaml"
-    path.write_text(yaml.safe_dump(config))
-    result = snakemake(workdir, "-n", "--configfile", str(path))
+    result = dry_run_with(
+        workdir,
+        "changed-pools",
+        (
+            "synth",
+            "template",
+            "pools",
+            "near_threshold",
+        ),
+        0.9,
+    )
     assert planned_jobs(result.stdout) == {"fill_templates": 1, "diagnose_synthetic": 1, "all": 1}
 
 
@@ -244,11 +268,16 @@ def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
 
 
 def test_changing_the_privacy_target_reruns_only_the_dp_branch(workdir: Path) -> None:
-    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
-    config["synth"]["dplm"]["privacy"] = {"target_epsilon": 8.0}
-    path = workdir / "changed-privacy.yaml"
-    path.write_text(yaml.safe_dump(config))
-    result = snakemake(workdir, "-n", "--configfile", str(path))
+    result = dry_run_with(
+        workdir,
+        "changed-privacy",
+        (
+            "synth",
+            "dplm",
+            "privacy",
+        ),
+        {"target_epsilon": 8.0},
+    )
     assert planned_jobs(result.stdout) == {
         "train_dp_lm": 1,
         "sample_dp_lm": 1,
@@ -260,21 +289,33 @@ def test_changing_the_privacy_target_reruns_only_the_dp_branch(workdir: Path) ->
 
 
 def test_changing_one_synthesizer_reruns_only_its_fit_and_the_comparison(workdir: Path) -> None:
-    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
-    config["synth"]["tabular"]["options"]["ctgan"] = {"epochs": 3}
-    path = workdir / "changed-ctgan.yaml"
-    path.write_text(yaml.safe_dump(config))
-    result = snakemake(workdir, "-n", "--configfile", str(path))
+    result = dry_run_with(
+        workdir,
+        "changed-ctgan",
+        (
+            "synth",
+            "tabular",
+            "options",
+            "ctgan",
+        ),
+        {"epochs": 3},
+    )
     assert planned_jobs(result.stdout) == {"fit_dp_tabular": 1, "evaluate_tabular": 1, "all": 1}
     assert "results/fit_dp_tabular/breast_cancer/ctgan/non_dp/samples.parquet" in result.stdout
 
 
 def test_the_tabular_reports_pool_joins_a_mixture(workdir: Path) -> None:
-    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
-    config["ner"]["runs"][1]["pools"] = ["tabular_reports"]
-    path = workdir / "changed-tabular-pool.yaml"
-    path.write_text(yaml.safe_dump(config))
-    result = snakemake(workdir, "-n", "--configfile", str(path))
+    result = dry_run_with(
+        workdir,
+        "changed-tabular-pool",
+        (
+            "ner",
+            "runs",
+            1,
+            "pools",
+        ),
+        ["tabular_reports"],
+    )
     assert planned_jobs(result.stdout) == {
         "build_mixture": 1,
         "train_ner": 1,
@@ -287,11 +328,17 @@ def test_the_tabular_reports_pool_joins_a_mixture(workdir: Path) -> None:
 
 
 def test_tapt_is_one_switch_on_a_run(workdir: Path) -> None:
-    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
-    config["ner"]["runs"][1]["tapt"] = "dplm"
-    path = workdir / "changed-tapt.yaml"
-    path.write_text(yaml.safe_dump(config))
-    result = snakemake(workdir, "-n", "--configfile", str(path))
+    result = dry_run_with(
+        workdir,
+        "changed-tapt",
+        (
+            "ner",
+            "runs",
+            1,
+            "tapt",
+        ),
+        "dplm",
+    )
     assert planned_jobs(result.stdout) == {
         "tapt_encoder": 1,
         "train_ner": 1,
