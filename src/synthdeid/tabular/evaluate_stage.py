@@ -155,6 +155,14 @@ def score_sample(
     return scores
 
 
+def spread(values: list[float]) -> dict[str, float | None]:
+    """Mean, std, min, max and n over samples; undefined figures (std of one) as None (JSON null)."""
+    return {
+        k: None if isinstance(v, float) and math.isnan(v) else v
+        for k, v in summarize_samples(values).items()
+    }
+
+
 def _number(value: float, key: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
@@ -188,10 +196,10 @@ def comparison_markdown(results: list[dict[str, Any]]) -> str:
                 if metric is None or metric["mean"] is None:
                     cells.append("-")
                     continue
-                spread = metric["std"]
+                std = metric["std"]
                 text = _number(metric["mean"], key)
-                if spread is not None and not math.isnan(spread) and metric["n"] > 1:
-                    text += f" ± {_number(spread, key)}"
+                if std is not None and metric["n"] > 1:
+                    text += f" ± {_number(std, key)}"
                 cells.append(text)
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     samples = ", ".join(f"{r['label']} {r['samples']}" for r in results)
@@ -251,7 +259,7 @@ def run(args: argparse.Namespace) -> None:
             "label": REFERENCE,
             "privacy": "real",
             "samples": 1,
-            "metrics": {k: summarize_samples([v]) for k, v in reference.items()},
+            "metrics": {k: spread([v]) for k, v in reference.items()},
         }
     )
     inputs: dict[str, Path] = {"prepared": args.prepared, "spec": args.spec}
@@ -272,11 +280,10 @@ def run(args: argparse.Namespace) -> None:
                 "epsilon": privacy.get("epsilon_total"),
                 "privacy": f"epsilon {privacy['epsilon_total']:g}" if privacy["dp"] else "none",
                 "samples": len(groups),
-                "metrics": {k: summarize_samples(v) for k, v in per_sample.items()},
+                "metrics": {k: spread(v) for k, v in per_sample.items()},
             }
         )
         inputs[label] = path
-    results = json.loads(json.dumps(results, allow_nan=True).replace("NaN", "null"))
     out = args.out_dir
     provenance = make_provenance("evaluate-tabular", {"settings": args.settings}, inputs)
     write_json_atomic({"results": results, "provenance": provenance}, out / "comparison.json")

@@ -84,7 +84,10 @@ def read_reports(path: Path) -> list[dict[str, Any]]:
     missing = sorted(needed - set(table.column_names))
     if missing:
         raise InputError(path, None, f"not a reports table: no columns {missing}")
-    return [r for r in table.to_pylist() if r["status"] == "accepted"]
+    accepted = [r for r in table.to_pylist() if r["status"] == "accepted"]
+    for report in accepted:
+        report["row"] = json.loads(report["values_json"])
+    return accepted
 
 
 def judge_verdicts(
@@ -100,16 +103,14 @@ def judge_verdicts(
     prompt = load_judge_prompt(prompt_path)
     requests = []
     for report in reports:
-        system, user = judge_request_messages(
-            report["template"], json.loads(report["values_json"]), spec, prompt
-        )
+        system, user = judge_request_messages(report["template"], report["row"], spec, prompt)
         requests.append(ChatRequest.of(system, user, temperature=0.0))
     failures: Counter[str] = Counter()
     out = []
     for report, result in zip(
         reports, backend.complete_many(requests, progress=progress), strict=True
     ):
-        row = json.loads(report["values_json"])
+        row = report["row"]
         parsed = (
             JudgeFailure("backend_failure", result.reason)
             if isinstance(result, ChatFailure)
@@ -163,9 +164,7 @@ def run(args: argparse.Namespace) -> None:
     failures: Counter[str] = Counter()
     if backend is None:
         checker = "rules"
-        verdicts = [
-            check_report(r["template"], json.loads(r["values_json"]), spec) for r in reports
-        ]
+        verdicts = [check_report(r["template"], r["row"], spec) for r in reports]
     else:
         checker = f"llm:{backend.describe().get('model', backend.name)}"
         verdicts, failures = judge_verdicts(

@@ -42,7 +42,8 @@ from synthdeid.tabular.tables import read_table
 from synthdeid.tabular.verbalize import (
     GRAMMAR,
     REPORT_VARIANT,
-    grammar_report,
+    ReportPrompt,
+    grammar_reports,
     load_report_prompt,
     record_rng,
 )
@@ -99,13 +100,12 @@ def llm_verdicts(
     rows: list[tuple[str, RuledRow]],
     spec: TableSpec,
     backend: Any,
-    prompt_path: Path,
+    prompt: ReportPrompt,
     validator: TemplateValidator,
     settings: VerbalizeSettings,
     progress: bool,
 ) -> list[tuple[Verdict, ChatResponse | None]]:
     """One request per row through ``backend``; each answer judged by the validator."""
-    prompt = load_report_prompt(prompt_path)
     requests = [
         ChatRequest(
             messages=prompt.messages(row, spec),
@@ -135,6 +135,7 @@ def run(args: argparse.Namespace) -> None:
     spec = load_spec(args.spec)
     allowlist = load_allowlist(args.allowlist)
     rules = parse_rules(settings.rules, spec)
+    prompt = load_report_prompt(args.prompt)
     subsample, _ = read_table(args.subsample, spec, ("sample",))
     rows: list[tuple[str, RuledRow]] = []
     for record in subsample.to_dict("records"):
@@ -150,15 +151,15 @@ def run(args: argparse.Namespace) -> None:
             len(rows),
         )
         generator = GRAMMAR
-        results: list[tuple[Verdict, ChatResponse | None]] = []
-        for record_id, row in rows:
-            text = grammar_report(row, spec, record_rng(settings.seed + 1, record_id))
-            verdict = validator.check_placeholders(text, REPORT_VARIANT) or Verdict(text)
-            results.append((verdict, None))
+        # the grammar draws from its own stream, apart from the rules' draws
+        results: list[tuple[Verdict, ChatResponse | None]] = [
+            (validator.check_placeholders(text, REPORT_VARIANT) or Verdict(text), None)
+            for text in grammar_reports(rows, spec, settings.seed + 1)
+        ]
     else:
         generator = f"llm:{backend.describe().get('model', backend.name)}"
         results = llm_verdicts(
-            rows, spec, backend, args.prompt, validator, settings, not args.no_progress
+            rows, spec, backend, prompt, validator, settings, not args.no_progress
         )
     table_rows = []
     templates = []
@@ -201,7 +202,7 @@ def run(args: argparse.Namespace) -> None:
         "generator": generator,
         "source": source,
         "fill": filler.provenance(),
-        "prompt": load_report_prompt(args.prompt).provenance(),
+        "prompt": prompt.provenance(),
     }
     provenance = make_provenance(
         "verbalize-tabular",
