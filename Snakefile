@@ -23,6 +23,7 @@ include: "workflow/rules/surrogate.smk"
 include: "workflow/rules/synth_template.smk"
 include: "workflow/rules/synth_dplm.smk"
 include: "workflow/rules/synth_tabular.smk"
+include: "workflow/rules/teacher.smk"
 include: "workflow/rules/ner.smk"
 include: "workflow/rules/environment.smk"
 

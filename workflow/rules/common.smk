@@ -13,6 +13,7 @@ from synthdeid.errors import ConfigError
 from synthdeid.readers import get_reader
 from synthdeid.surrogate.keying import load_key
 from synthdeid.tabular.synthesizers import DPGAN_ENV, SYNTHESIZERS
+from synthdeid.teacher.teachers import check_settings as check_teacher_settings
 from synthdeid.workflow_support import ensure_cli_on_path
 
 validate(config, schema="../schemas/config.schema.yaml")
@@ -88,6 +89,7 @@ def all_targets():
         f"results/check_faithfulness/{TABLE}/faithfulness.json",
         *[f"results/evaluate_ner/{CORPUS}/{run}/metrics.json" for run in NER_RUNS],
         f"results/compare_ner/{CORPUS}/runs.png",
+        *teacher_targets(),
     ]
 
 
@@ -353,3 +355,209 @@ def evaluation_outputs(wildcards):
 def run_arguments(wildcards, input):
     """--run NAME=DIR for compare_ner, from the metrics files of every run."""
     return " ".join(f"--run {run}={Path(input[run]).parent}" for run in NER_RUNS)
+
+
+# ------------------------------------------------------------ teacher labelling
+
+TEACHER = config["teacher"]
+TEACHERS = {entry["name"]: entry for entry in TEACHER["teachers"]}
+# keys the workflow reads itself; the rest is the teacher's own settings
+WORKFLOW_TEACHER_KEYS = ("name", "student")
+# answers of an LLM teacher hold the notes' PHI: local disk, like the notes, never shared
+TEACHER_CACHE_DIR = "cache/teacher_responses"
+
+
+wildcard_constraints:
+    teacher="|".join(TEACHERS) or "(?!)",
+    subset="pool|holdout",
+
+
+def teacher_folder(name, subset):
+    """The folder a teacher writes for a subset (an ensemble is combined, not labelled)."""
+    step = (
+        "combine_teachers" if TEACHERS[name]["kind"] == "ensemble" else "label_teacher"
+    )
+    return f"results/{step}/{{corpus}}/{name}/{subset}"
+
+
+def teacher_model_run(name):
+    """The ner run whose model a model teacher applies (None: a model directory path)."""
+    entry = TEACHERS[name]
+    return entry.get("model") if entry.get("model") in NER_RUNS else None
+
+
+def teacher_dependencies(name):
+    """Teachers and runs a teacher needs (to refuse a teacher that needs its own labels)."""
+    entry = TEACHERS[name]
+    if entry["kind"] == "ensemble":
+        return [("teacher", m) for m in entry.get("members", [])]
+    run = teacher_model_run(name) if entry["kind"] == "model" else None
+    return [("run", run)] if run else []
+
+
+def run_dependencies(run):
+    return [
+        ("teacher", pool[len("silver_") :])
+        for pool in NER_RUNS[run].get("pools", [])
+        if pool.startswith("silver_")
+    ]
+
+
+def check_teachers():
+    """Every teacher's settings, members, student and model run, and no cycles."""
+    for name, entry in TEACHERS.items():
+        where = f"teacher.teachers[{name}]"
+        try:
+            check_teacher_settings(
+                {k: v for k, v in entry.items() if k not in WORKFLOW_TEACHER_KEYS},
+                where,
+            )
+        except ConfigError as exc:
+            raise WorkflowError(str(exc)) from None
+        for member in entry.get("members", []) if entry["kind"] == "ensemble" else []:
+            if member not in TEACHERS:
+                raise WorkflowError(f"{where}: member {member!r} is not a teacher")
+        if entry["kind"] == "model" and not entry.get("model"):
+            raise WorkflowError(
+                f"{where}: a model teacher needs model (an ner run or a path)"
+            )
+        student = entry.get("student")
+        if student and f"silver_{name}" not in NER_RUNS.get(student, {}).get(
+            "pools", []
+        ):
+            raise WorkflowError(
+                f"{where}: student {student!r} must be an ner run whose pools include "
+                f"silver_{name}"
+            )
+    for run in NER_RUNS:
+        for _, name in run_dependencies(run):
+            if name not in TEACHERS:
+                raise WorkflowError(
+                    f"ner run {run!r}: pool silver_{name} names no teacher"
+                )
+    for name in TEACHERS:
+        seen, todo = set(), list(teacher_dependencies(name))
+        while todo:
+            node = todo.pop()
+            if node == ("teacher", name):
+                raise WorkflowError(
+                    f"teacher {name!r} depends on its own silver labels (through its "
+                    "model run or members); train its model on other pools"
+                )
+            if node in seen:
+                continue
+            seen.add(node)
+            kind, what = node
+            todo += (
+                teacher_dependencies(what)
+                if kind == "teacher"
+                else run_dependencies(what)
+            )
+
+
+check_teachers()
+
+for _name in TEACHERS:
+    POOLS[f"silver_{_name}"] = (
+        f"{teacher_folder(_name, 'pool')}/silver.parquet",
+        list(TEACHER["parts"]),
+    )
+
+
+def teacher_settings(wildcards):
+    """The teacher's own settings as JSON (not its name or student: changing those reruns nothing)."""
+    entry = TEACHERS[wildcards.teacher]
+    return as_json({k: v for k, v in entry.items() if k not in WORKFLOW_TEACHER_KEYS})
+
+
+def teacher_parts(wildcards):
+    """pool: the parts labelled as if unlabelled; holdout: the parts the students are scored on."""
+    return TEACHER["parts"] if wildcards.subset == "pool" else NER["deid"]["parts"]
+
+
+def teacher_inputs(wildcards):
+    """The split notes, and a model teacher's model directory."""
+    inputs = {"notes": f"results/split_notes/{wildcards.corpus}/notes.parquet"}
+    entry = TEACHERS[wildcards.teacher]
+    if entry["kind"] == "model":
+        run = teacher_model_run(wildcards.teacher)
+        inputs["model"] = (
+            f"results/train_ner/{wildcards.corpus}/{run}/model"
+            if run
+            else entry["model"]
+        )
+    return inputs
+
+
+def teacher_model_argument(wildcards, input):
+    return f"--model {shlex.quote(input.model)}" if "model" in input.keys() else ""
+
+
+def teacher_gpus(wildcards):
+    """One GPU for a model teacher or a local transformers LLM; none for HTTP or rules."""
+    entry = TEACHERS[wildcards.teacher]
+    local_llm = (
+        entry["kind"] == "llm"
+        and entry.get("backend", {}).get("kind") == "transformers"
+    )
+    return 1 if entry["kind"] == "model" or local_llm else 0
+
+
+def ensemble_member_files(wildcards):
+    """Each member's metadata table for the same subset (the folder holds the rest)."""
+    members = TEACHERS[wildcards.teacher]["members"]
+    return {
+        member: f"{teacher_folder(member, wildcards.subset)}/metadata.parquet".format(
+            corpus=wildcards.corpus
+        )
+        for member in members
+    }
+
+
+def ensemble_member_arguments(wildcards, input):
+    members = TEACHERS[wildcards.teacher]["members"]
+    pairs = [f"{member}={Path(input[member]).parent}" for member in members]
+    return " ".join(f"--member {shlex.quote(pair)}" for pair in pairs)
+
+
+def ensemble_policy(wildcards):
+    return as_json(TEACHERS[wildcards.teacher].get("policy") or {})
+
+
+def teacher_labels_file(wildcards):
+    """What evaluate_teacher scores: every holdout note, or the silver pool as trained on."""
+    name = "labels.parquet" if wildcards.subset == "holdout" else "silver.parquet"
+    return f"{teacher_folder(wildcards.teacher, wildcards.subset)}/{name}".format(
+        corpus=wildcards.corpus
+    )
+
+
+def teacher_skip_unpredicted(wildcards):
+    return "--skip-unpredicted" if wildcards.subset == "pool" else ""
+
+
+def student_metrics(wildcards):
+    student = TEACHERS[wildcards.teacher]["student"]
+    return f"results/evaluate_ner/{wildcards.corpus}/{student}/metrics.json"
+
+
+def teacher_student_arguments(wildcards, input):
+    student = TEACHERS[wildcards.teacher]["student"]
+    teacher = shlex.quote(f"{wildcards.teacher}={Path(input.teacher).parent}")
+    student_arg = shlex.quote(f"{student}={Path(input.student).parent}")
+    return f"--teacher {teacher} --student {student_arg}"
+
+
+def teacher_targets():
+    """Per teacher: the silver-noise table (when scored) and the student comparison."""
+    targets = []
+    for name, entry in TEACHERS.items():
+        if TEACHER["noise"]:
+            targets.append(f"results/compare_teacher/{CORPUS}/{name}/silver_noise.md")
+        if entry.get("student"):
+            targets.append(f"results/compare_teacher/{CORPUS}/{name}/distillation.md")
+        if not TEACHER["noise"] and not entry.get("student"):
+            targets.append(
+                f"{teacher_folder(name, 'pool')}/silver.parquet".format(corpus=CORPUS)
+            )
+    return targets

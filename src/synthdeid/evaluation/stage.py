@@ -99,17 +99,45 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--resamples", type=positive_int, default=N_RESAMPLES, help="bootstrap resamples"
     )
     parser.add_argument("--seed", type=int, default=SEED, help="bootstrap seed")
+    parser.add_argument(
+        "--skip-unpredicted",
+        action="store_true",
+        help="score only the gold notes that have a predictions row (a silver pool that left "
+        "out the notes its teacher failed on); how many were skipped is logged and recorded",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
     parts = parse_parts(args.parts)
     gold = select_gold(read_notes(args.gold), parts, args.gold)
-    predicted = match_predictions(gold, read_notes(args.predictions), args.predictions)
+    predictions = read_notes(args.predictions)
+    skipped = 0
+    if args.skip_unpredicted:
+        predicted_ids = {note.note_id for note in predictions}
+        kept = [note for note in gold if note.note_id in predicted_ids]
+        skipped = len(gold) - len(kept)
+        if not kept:
+            raise InputError(args.predictions, None, "no gold note has a predictions row")
+        if skipped:
+            log.warning(
+                "%s: %d of %d gold notes have no prediction, not scored",
+                args.run,
+                skipped,
+                len(gold),
+            )
+        gold = kept
+    predicted = match_predictions(gold, predictions, args.predictions)
     table = count_table(gold, predicted)
     result = bootstrap_metrics(table, n_resamples=args.resamples, seed=args.seed)
     provenance = make_provenance(
         "evaluate-ner",
-        {"run": args.run, "parts": list(parts), "resamples": args.resamples, "seed": args.seed},
+        {
+            "run": args.run,
+            "parts": list(parts),
+            "resamples": args.resamples,
+            "seed": args.seed,
+            "unpredicted_notes_skipped": skipped,
+        },
         {"gold": args.gold, "predictions": args.predictions},
     )
     write_report(args.out_dir, args.run, table, result, provenance)

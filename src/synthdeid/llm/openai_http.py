@@ -7,7 +7,11 @@ failures (connection errors, timeouts, HTTP 429 and 5xx) are retried up to
 server's ``Retry-After`` when it sends one (capped at
 :data:`MAX_RETRY_AFTER_S`); other HTTP errors and malformed answers fail the
 request at once. A failed request is a :class:`ChatFailure`, never an
-exception that costs the rest of the batch.
+exception that costs the rest of the batch. Redirects are never followed
+(a 3xx answer fails the request): a request, and its key, goes to
+``base_url`` or nowhere. ``use_env_proxies`` (default True) lets ``requests``
+take proxies from ``HTTP(S)_PROXY``; the teacher turns it off, so that raw
+notes go straight to the trusted host.
 
 The API key is read once, from the environment variable the configuration
 names (never from the configuration itself), and only ever goes into the
@@ -78,6 +82,7 @@ class OpenAICompatibleBackend(CachedChatBackend):
     ) -> None:
         super().__init__(cache)
         self.base_url = _checked_base_url(base_url)
+        self.use_env_proxies = True
         self.model = _checked_model(model)
         _check_numbers(timeout_s, max_retries, backoff_s, concurrency)
         self.api_key_env = api_key_env
@@ -176,7 +181,11 @@ class OpenAICompatibleBackend(CachedChatBackend):
         try:
             with self._session() as session:
                 response = session.post(
-                    self.endpoint, json=body, headers=self._headers, timeout=self.timeout_s
+                    self.endpoint,
+                    json=body,
+                    headers=self._headers,
+                    timeout=self.timeout_s,
+                    allow_redirects=False,
                 )
         except requests.Timeout:
             return _Retry(f"timeout after {self.timeout_s:g} s")
@@ -189,6 +198,9 @@ class OpenAICompatibleBackend(CachedChatBackend):
             return _Retry(f"http {status}", _retry_after(response.headers.get("Retry-After")))
         if status >= 400:
             return ChatFailure(f"http {status}: {_error_snippet(response)}")
+        if 300 <= status < 400:
+            # never forwarded: a redirect could carry the request (and its key) to another host
+            return ChatFailure(f"http {status}: redirect not followed")
         return self._parse(response)
 
     def _parse(self, response: requests.Response) -> ChatResult:
@@ -220,6 +232,7 @@ class OpenAICompatibleBackend(CachedChatBackend):
             session = self._idle_sessions.get_nowait()
         except queue.Empty:
             session = requests.Session()
+            session.trust_env = self.use_env_proxies
             with self._lock:
                 self._all_sessions.append(session)
         try:

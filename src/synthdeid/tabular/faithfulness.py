@@ -111,7 +111,7 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.errors import ConfigError
-from synthdeid.tabular.prompt_file import FORMAT, PromptFile, load_prompt_file
+from synthdeid.prompt_file import FORMAT, PromptFile, load_prompt_file
 from synthdeid.tabular.spec import BINNED, MISSING, Bin, TableSpec, Variable, format_number
 
 CORRECT = "correct"

@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from synthdeid.llm.base import ChatMessage
+from synthdeid.prompt_file import TEMPLATE, PromptFile, load_prompt_file
 from synthdeid.synthesis.prompts import Variant
 from synthdeid.tabular.expert_rules import RuledRow
-from synthdeid.tabular.prompt_file import TEMPLATE, PromptFile, load_prompt_file
 from synthdeid.tabular.spec import (
     BINNED,
     MISSING,

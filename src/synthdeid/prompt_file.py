@@ -1,4 +1,4 @@
-"""Versioned prompt files of the tabular regime (report writer, faithfulness judge).
+"""Versioned prompt files: the tabular report writer and judge, the teacher's extraction prompt.
 
 A prompt file is YAML with ``name``, ``version``, ``system`` and ``user``; the
 user template's fields are checked when the file is read (a missing or stray

@@ -1,0 +1,124 @@
+"""Label notes with a teacher, as if they had no gold: silver spans, metadata and a ledger.
+
+``synthdeid label-teacher --notes SPLIT.parquet --parts seed --teacher NAME
+--settings JSON --out-dir DIR`` reads the notes of the given split parts,
+drops their spans (the teacher never sees gold), runs the teacher
+(:mod:`synthdeid.teacher.teachers`) and writes the folder described in
+:mod:`synthdeid.teacher.outputs`. ``--model`` names the model directory of a
+``model`` teacher. An ``llm`` teacher's endpoint must be on its
+``trusted_hosts`` (checked before anything is sent); its answers are cached
+under ``--cache-dir`` (local disk: they hold the note's PHI, like the notes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from synthdeid.artifacts import make_provenance
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.notes import Note, read_notes
+from synthdeid.teacher.ledger import NoteUsage, Pricing, Projection, build_ledger
+from synthdeid.teacher.outputs import write_teacher_outputs
+from synthdeid.teacher.silver import NoteLabels
+from synthdeid.teacher.teachers import build_teacher
+
+log = logging.getLogger(__name__)
+
+
+def unlabelled(notes: Sequence[Note], parts: Sequence[str], path: Path) -> list[Note]:
+    """The notes of ``parts`` (all notes when empty) with their spans removed."""
+    selected = [n for n in notes if not parts or n.split in set(parts)]
+    if not selected:
+        present = sorted({n.split for n in notes})
+        raise InputError(
+            path, None, f"no notes in parts {list(parts)}", f"parts present: {present}"
+        )
+    return [n.with_text(n.text, []) for n in selected]
+
+
+def llm_ledger(
+    notes: Sequence[Note], labels: Sequence[NoteLabels], settings: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Tokens per note and the projected cost (seed 003 appendix E) of an LLM teacher."""
+    pricing = settings.get("pricing")
+    projection = settings.get("projection") or {}
+    usages = [
+        NoteUsage(n.note_id, len(n.text), lab.input_tokens, lab.output_tokens)
+        for n, lab in zip(notes, labels, strict=True)
+    ]
+    return build_ledger(
+        usages,
+        Pricing(**pricing) if pricing else None,
+        Projection(**projection),
+        float(settings.get("chars_per_token", 4.0)),
+    )
+
+
+def register_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--notes", required=True, type=Path, help="notes table to label")
+    parser.add_argument(
+        "--parts", nargs="*", default=[], help="split parts to label (default: every note)"
+    )
+    parser.add_argument("--teacher", required=True, help="the teacher's name (silver:<name>)")
+    parser.add_argument("--settings", required=True, help="the teacher's settings as JSON")
+    parser.add_argument("--model", type=Path, default=None, help="model teacher: model directory")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="LLM answer cache")
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--out-dir", required=True, type=Path)
+
+
+def run(args: argparse.Namespace) -> None:
+    try:
+        settings = json.loads(args.settings)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"--settings is not JSON: {error}") from None
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    # the endpoint check and every other setting are verified before the notes are read
+    teacher = build_teacher(
+        args.teacher, settings, model_dir=args.model, cache_dir=args.cache_dir, device=args.device
+    )
+    try:
+        notes = unlabelled(read_notes(args.notes), args.parts, args.notes)
+        log.info("teacher %s (%s): labelling %d notes", args.teacher, teacher.kind, len(notes))
+        labels = teacher.label(notes)
+    finally:
+        teacher.close()
+    ledger = (
+        llm_ledger(notes, labels, settings)
+        if teacher.kind == "llm"
+        else {"llm": False, "note": f"a {teacher.kind} teacher uses no language-model tokens"}
+    )
+    provenance = make_provenance(
+        "label-teacher",
+        {"teacher": args.teacher, "parts": args.parts, "settings": teacher.describe()},
+        {"notes": args.notes, **({"model": args.model} if args.model else {})},
+    )
+    summary = write_teacher_outputs(args.out_dir, args.teacher, notes, labels, provenance, ledger)
+    counts = summary["counts"]
+    log.info(
+        "teacher %s: %d of %d notes silver, %d spans %s; dropped: %d absent (hallucinated), "
+        "%d inside words, %d unknown type, %d malformed, %d below threshold, %d overlapping; "
+        "notes by status %s -> %s",
+        args.teacher,
+        summary["silver_notes"],
+        summary["notes"],
+        summary["spans"],
+        summary["spans_by_label"],
+        counts["absent"],
+        counts["inside_word"],
+        counts["unknown_type"],
+        counts["malformed"],
+        counts["below_threshold"],
+        counts["overlap_dropped"],
+        summary["notes_by_status"],
+        args.out_dir,
+    )
