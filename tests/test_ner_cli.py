@@ -358,3 +358,43 @@ def test_deid_refuses_an_unknown_regex_detector(work: dict[str, Path]) -> None:
     assert code == 2
     assert not out.exists()
     assert not out.parent.exists() or not any(out.parent.iterdir())
+
+
+# ---------------------------------------------------------------- the model as a teacher
+
+
+def test_label_teacher_applies_the_trained_model(work: dict[str, Path]) -> None:
+    """A model teacher labels like deid (same spans) and adds a confidence per span."""
+    import pyarrow.parquet as pq
+
+    code, predictions = deid(work, "for_teacher", "--regex", "DATE")
+    assert code == 0
+    out = work["root"] / "teacher"
+    settings = {"kind": "model", "model": "cli-run", "regex": ["DATE"]}
+    argv = [
+        "label-teacher",
+        "--notes",
+        str(work["notes"]),
+        "--parts",
+        "holdout",
+        "--teacher",
+        "model",
+        "--settings",
+        json.dumps(settings),
+        "--model",
+        str(work["model"]),
+        "--threads",
+        "1",
+        "--out-dir",
+        str(out),
+    ]
+    assert main(argv) == 0
+    silver = read_notes(out / "silver.parquet")
+    assert {n.source for n in silver} == {"silver:model"}
+    assert {n.note_id: n.spans for n in silver} == {
+        n.note_id: n.spans for n in read_notes(predictions)
+    }
+    scores = pq.read_table(out / "span_scores.parquet").to_pylist()
+    assert len(scores) == sum(len(n.spans) for n in silver)
+    model_scores = [r["confidence"] for r in scores if r["confidence"] is not None]
+    assert all(0.0 <= c <= 1.0 for c in model_scores)

@@ -131,7 +131,7 @@ def test_distillation_and_noise(folders: dict[str, Path], tmp_path: Path) -> Non
         "--student",
         f"student={folders['student']}",
         "--silver",
-        str(folders["silver"]),
+        f"teacher={folders['silver']}",
     )
     assert code == 0
     assert {p.name for p in out.iterdir()} == DISTILLATION_FILES | NOISE_FILES
@@ -234,7 +234,7 @@ def test_dumbbell_colours(
 
 def test_silver_noise_only(folders: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "noise"
-    assert compare(out, "--silver", str(folders["silver"])) == 0
+    assert compare(out, "--silver", f"teacher={folders['silver']}") == 0
     assert {p.name for p in out.iterdir()} == NOISE_FILES
     rows = read_rows(out / "silver_noise.csv")
     values = {(r["scope"], r["label"], r["metric"]): r for r in rows}
@@ -288,7 +288,10 @@ def test_missing_per_document_fails(
     empty.mkdir()
     out = tmp_path / "missing"
     teacher, student = f"teacher={folders['teacher']}", f"student={folders['student']}"
-    assert compare(out, "--teacher", teacher, "--student", student, "--silver", str(empty)) == 2
+    assert (
+        compare(out, "--teacher", teacher, "--student", student, "--silver", f"teacher={empty}")
+        == 2
+    )
     error = capsys.readouterr().err
     assert str(empty / "per_document.parquet") in error
     assert not out.exists()  # nothing is written before every input is read

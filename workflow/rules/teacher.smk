@@ -137,6 +137,6 @@ rule measure_silver_noise:
         resamples=config["ner"]["evaluation"]["resamples"],
         seed=config["ner"]["evaluation"]["seed"],
     shell:
-        "synthdeid --log {log:q} compare-teacher --silver $(dirname {input.silver:q})"
+        "synthdeid --log {log:q} compare-teacher --silver {wildcards.teacher}=$(dirname {input.silver:q})"
         " --resamples {params.resamples} --seed {params.seed}"
         " --out-dir $(dirname {output.table:q})"

@@ -16,7 +16,7 @@ predicted again.
   Writes distillation.csv / .md / .json and distillation.png (dumbbell plot:
   precision and recall panels, a teacher and a student dot per category joined
   by a line, green when the student is at least as good, red otherwise).
-* ``--silver DIR``: the silver pool labels scored against the gold spans of the
+* ``--silver TEACHER=DIR``: a teacher's silver pool labels scored against the gold spans of the
   pool notes, i.e. how noisy the student's training labels are. Writes
   silver_noise.csv / .md / .json and silver_noise.png.
 
@@ -413,7 +413,7 @@ def noise_rows(result: BootstrapResult, match: str) -> list[dict[str, Any]]:
 
 def noise_caption(name: str, result: BootstrapResult, match: str) -> str:
     return (
-        f"{name} silver labels scored against the gold spans of the "
+        f"The silver labels of teacher {name} scored against the gold spans of the "
         f"{int(result.counts['n_notes'])} pool notes ({match} span matching); percentile "
         f"bootstrap 95% CIs over {result.n_resamples} document resamples (seed {result.seed}). "
         "Precision < 1 means the student learns false PHI: silver spans on ordinary text teach "
@@ -542,10 +542,11 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--silver",
-        type=Path,
+        type=parse_run,
         default=None,
-        metavar="DIR",
-        help="evaluate-ner folder of the silver pool labels scored against the pool's gold",
+        metavar="TEACHER=DIR",
+        help="evaluate-ner folder of a teacher's silver pool labels scored against the pool's "
+        "gold, with the teacher's name",
     )
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for the outputs")
     parser.add_argument(
@@ -651,11 +652,10 @@ def run(args: argparse.Namespace) -> None:
         )
     noise = None
     if args.silver is not None:
-        silver_table = read_per_document(args.silver / PER_DOCUMENT)
+        silver_table = read_per_document(args.silver[1] / PER_DOCUMENT)
         noise = bootstrap_metrics(silver_table, n_resamples=args.resamples, seed=args.seed)
     if distillation is not None:
         folders = {"teacher": args.teacher[1], "student": args.student[1]}
         write_distillation(distillation, folders, params, args.out_dir)
     if noise is not None:
-        name = args.teacher[0] if args.teacher else "silver"
-        write_noise(name, args.silver, noise, args.match, params, args.out_dir)
+        write_noise(args.silver[0], args.silver[1], noise, args.match, params, args.out_dir)
