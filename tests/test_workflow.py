@@ -49,10 +49,15 @@ DEMO_JOBS = {
     "subsample_tabular": 1,
     "verbalize_tabular": 1,
     "check_faithfulness": 1,
-    "build_mixture": 2,
-    "train_ner": 2,
-    "predict_ner": 2,
-    "evaluate_ner": 2,
+    "label_teacher": 4,
+    "combine_teachers": 2,
+    "evaluate_teacher": 4,
+    "measure_silver_noise": 3,
+    "compare_teacher": 1,
+    "build_mixture": 3,
+    "train_ner": 3,
+    "predict_ner": 3,
+    "evaluate_ner": 3,
     "compare_ner": 1,
     "all": 1,
 }
@@ -174,6 +179,38 @@ def test_demo_run_compares_every_synthesizer_and_verbalizes_a_subsample(workdir:
         (results / "check_faithfulness" / "breast_cancer" / "faithfulness.json").read_text()
     )
     assert scores["reports"] == 40 and scores["generators"] == ["grammar"]
+
+
+def test_demo_run_labels_with_teachers_and_distils_a_student(workdir: Path) -> None:
+    results = workdir / "results"
+    seed_ids = {
+        n.note_id
+        for n in read_notes(results / "split_notes" / "demo" / "notes.parquet")
+        if n.split == "seed"
+    }
+    pool = read_notes(
+        results / "combine_teachers" / "demo" / "ensemble" / "pool" / "silver.parquet"
+    )
+    assert {n.note_id for n in pool} == seed_ids
+    assert {n.source for n in pool} == {"silver:ensemble"}
+    assert sum(len(n.spans) for n in pool) > 0
+    summary = json.loads(
+        (results / "label_teacher" / "demo" / "model" / "pool" / "summary.json").read_text()
+    )["summary"]
+    assert summary["notes_by_status"] == {"ok": len(seed_ids)}
+    # the student learned from the silver pool only
+    mixture = json.loads(
+        (results / "build_mixture" / "demo" / "silver_student" / "summary.json").read_text()
+    )["summary"]
+    assert mixture["n_real"] == 0 and mixture["n_synthetic"] == len(seed_ids)
+    compare = results / "compare_teacher" / "demo"
+    table = (compare / "ensemble" / "distillation.md").read_text()
+    assert "| Category | ensemble P [95% CI] | ensemble R [95% CI] | silver_student P" in table
+    for teacher in ("model", "rules", "ensemble"):
+        noise = json.loads((compare / teacher / "silver_noise.json").read_text())
+        assert noise["name"] == teacher
+        assert (compare / teacher / "silver_noise.png").read_bytes().startswith(b"\x89PNG")
+    assert (compare / "ensemble" / "distillation.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_nothing_to_do_after_a_run(workdir: Path) -> None:
@@ -325,6 +362,36 @@ def test_the_tabular_reports_pool_joins_a_mixture(workdir: Path) -> None:
         "all": 1,
     }
     assert "results/verbalize_tabular/breast_cancer/pii.parquet" in result.stdout
+
+
+def test_changing_one_teacher_reruns_only_its_branch(workdir: Path) -> None:
+    """The rules teacher relabels; the model teacher and the other runs are left alone."""
+    result = dry_run_with(
+        workdir, "changed-teacher", ("teacher", "teachers", 1, "detectors"), ["DATE"]
+    )
+    assert planned_jobs(result.stdout) == {
+        "label_teacher": 2,
+        "combine_teachers": 2,
+        "evaluate_teacher": 3,
+        "measure_silver_noise": 2,
+        "build_mixture": 1,
+        "train_ner": 1,
+        "predict_ner": 1,
+        "evaluate_ner": 1,
+        "compare_ner": 1,
+        "compare_teacher": 1,
+        "all": 1,
+    }
+    assert "results/train_ner/demo/silver_student/model" in result.stdout
+    assert "results/label_teacher/demo/model/pool" not in result.stdout
+
+
+def test_a_teacher_that_needs_its_own_labels_is_refused(workdir: Path) -> None:
+    result = dry_run_with(
+        workdir, "cyclic-teacher", ("teacher", "teachers", 0, "model"), "silver_student"
+    )
+    assert result.returncode != 0
+    assert "depends on its own silver labels" in result.stdout + result.stderr
 
 
 def test_tapt_is_one_switch_on_a_run(workdir: Path) -> None:
