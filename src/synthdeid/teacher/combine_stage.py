@@ -17,6 +17,7 @@ from pathlib import Path
 
 from synthdeid.artifacts import make_provenance
 from synthdeid.errors import ConfigError, InputError
+from synthdeid.evaluation.compare import parse_run
 from synthdeid.notes import Note
 from synthdeid.teacher.ensemble import EnsemblePolicy, combine_notes
 from synthdeid.teacher.ledger import NoteUsage, Projection, build_ledger
@@ -24,13 +25,6 @@ from synthdeid.teacher.outputs import LABELS, METADATA, read_teacher_outputs, wr
 from synthdeid.teacher.silver import NoteLabels
 
 log = logging.getLogger(__name__)
-
-
-def parse_member(value: str) -> tuple[str, Path]:
-    name, sep, folder = value.partition("=")
-    if not sep or not name or not folder:
-        raise argparse.ArgumentTypeError(f"expected NAME=DIR, got {value!r}")
-    return name, Path(folder)
 
 
 def check_same_notes(reference: list[Note], notes: list[Note], path: Path) -> None:
@@ -57,7 +51,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         dest="members",
         action="append",
         required=True,
-        type=parse_member,
+        type=parse_run,
         metavar="NAME=DIR",
         help="a member teacher's label-teacher folder (repeat for each member)",
     )
