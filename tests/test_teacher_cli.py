@@ -281,3 +281,29 @@ def test_teacher_never_sees_gold_spans(notes_path: Path, tmp_path: Path) -> None
     """A rules teacher with no detectors labels nothing, whatever gold the notes carry."""
     assert label(notes_path, tmp_path / "none", "none", {"kind": "rules", "detectors": []}) == 0
     assert all(not n.spans for n in read_notes(tmp_path / "none" / "labels.parquet"))
+
+
+def test_llm_teacher_on_a_local_transformers_model(
+    notes_path: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A local model needs no allowlist; its (untrained, so unusable) answers are counted."""
+    from lm_helpers import tiny_causal_lm_dir
+
+    model = tiny_causal_lm_dir(tmp_path_factory, n_positions=512)
+    prompt = tmp_path / "short_prompt.yaml"
+    prompt.write_text(
+        'name: short\nversion: "1"\nsystem: Return PHI as JSON.\nuser: "Note: $clinical_text"\n'
+    )
+    settings = {
+        "kind": "llm",
+        "backend": {"kind": "transformers", "model": str(model), "device": "cpu"},
+        "prompt": str(prompt),
+        "generation": {"max_tokens": 8},
+    }
+    assert label(notes_path, tmp_path / "local", "local", settings) == 0
+    meta = pq.read_table(tmp_path / "local" / "metadata.parquet").to_pylist()
+    assert len(meta) == 4
+    assert {r["status"] for r in meta} <= {"ok", "invalid_json"}  # answered, not failed
+    assert all(r["input_tokens"] > 0 and 0 < r["output_tokens"] <= 8 for r in meta)
+    summary = json.loads((tmp_path / "local" / "summary.json").read_text())["summary"]
+    assert summary["notes"] == 4
