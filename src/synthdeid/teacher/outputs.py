@@ -204,7 +204,7 @@ def read_teacher_outputs(out_dir: str | Path) -> tuple[list[Note], dict[str, Not
             out / METADATA, None, f"{len(unlabelled)} notes without metadata: {unlabelled[:5]}"
         )
     for labelled in labels.values():
-        labelled.spans.sort()
+        labelled.spans.sort(key=lambda s: (s.start, s.end, s.label))
         if labelled.status != OK and labelled.spans:
             raise InputError(
                 out / SPAN_SCORES, f"note {labelled.note_id!r}", "spans on a failed note"

@@ -251,9 +251,9 @@ def build_llm_teacher(
 # ---------------------------------------------------------------- model
 
 
-def span_confidence(probs: np.ndarray, offsets: np.ndarray, span: ScoredSpan) -> float | None:
-    """Mean ``1 - P(O)`` over the tokens inside ``span`` (None: no token there)."""
-    inside = (offsets[:, 0] < span.end) & (offsets[:, 1] > span.start)
+def span_confidence(probs: np.ndarray, offsets: np.ndarray, start: int, end: int) -> float | None:
+    """Mean ``1 - P(O)`` over the tokens inside ``[start, end)`` (None: no token there)."""
+    inside = (offsets[:, 0] < end) & (offsets[:, 1] > start)
     if not inside.any():
         return None
     return float(round(1.0 - probs[inside, 0].mean(), 6))
@@ -308,9 +308,7 @@ class ModelTeacher(Teacher):
                     s.start,
                     s.end,
                     s.label,
-                    span_confidence(probs, enc.offsets, ScoredSpan(s.start, s.end, s.label))
-                    if s in model_set
-                    else None,
+                    span_confidence(probs, enc.offsets, s.start, s.end) if s in model_set else None,
                 )
                 for s in spans
             ]
