@@ -41,7 +41,8 @@ def shuffled_bucket_batches(
 def collate(
     windows: Sequence[Window], indices: Sequence[int], pad_id: int, multiple_of: int = 8
 ) -> dict[str, torch.Tensor]:
-    """Pad a batch to its longest window: input_ids, attention_mask (and labels if tagged).
+    """Pad a batch to its longest window: input_ids, attention_mask, token_type_ids when
+    the windows carry casing types, and labels if tagged.
 
     The padded length is rounded up to ``multiple_of`` tokens: fewer distinct
     tensor shapes keep the CPU kernels' caches and the allocator from growing
@@ -53,6 +54,8 @@ def collate(
     mask = np.zeros((len(indices), longest), dtype=np.int64)
     tagged = windows[indices[0]].tags is not None
     tags = np.full((len(indices), longest), IGNORE_INDEX, dtype=np.int64) if tagged else None
+    typed = windows[indices[0]].type_ids is not None
+    types = np.zeros((len(indices), longest), dtype=np.int64) if typed else None
     for row, i in enumerate(indices):
         window = windows[i]
         n = window.input_ids.shape[0]
@@ -60,7 +63,11 @@ def collate(
         mask[row, :n] = 1
         if tags is not None and window.tags is not None:
             tags[row, :n] = window.tags
+        if types is not None and window.type_ids is not None:
+            types[row, :n] = window.type_ids
     batch = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask)}
+    if types is not None:
+        batch["token_type_ids"] = torch.from_numpy(types)
     if tags is not None:
         batch["labels"] = torch.from_numpy(tags)
     return batch

@@ -24,7 +24,8 @@ from tqdm.auto import tqdm
 
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.batching import collate, sorted_batches
-from synthdeid.ner.decoding import decode_spans, merge_windows
+from synthdeid.ner.casing import check_case_types
+from synthdeid.ner.decoding import attach_initials, decode_spans, merge_windows
 from synthdeid.ner.tagging import EncodedNote, encode_notes, make_windows, tag_names
 from synthdeid.notes import Note, Span
 
@@ -60,6 +61,9 @@ class NerSettings:
     regex_detectors: list[str] = field(default_factory=list)
     base_model: str = ""
     operating_point: dict[str, Any] = field(default_factory=dict)
+    # word casing as token types (synthdeid.ner.casing); initials before names (decoding)
+    case_feature: bool = False
+    initials: str = "off"
 
     @property
     def tags(self) -> list[str]:
@@ -133,6 +137,8 @@ class DeidTagger:
         settings = NerSettings.load(directory)
         tokenizer = AutoTokenizer.from_pretrained(directory)
         model = AutoModelForTokenClassification.from_pretrained(directory)
+        if settings.case_feature:
+            check_case_types(model)
         torch_device = pick_device(device)
         if quantize:
             if torch_device.type != "cpu":
@@ -143,7 +149,7 @@ class DeidTagger:
 
     def encode(self, notes: Sequence[Note], with_tags: bool = False) -> list[EncodedNote]:
         tag_index = {tag: i for i, tag in enumerate(self.settings.tags)} if with_tags else None
-        return encode_notes(self.tokenizer, notes, tag_index)
+        return encode_notes(self.tokenizer, notes, tag_index, case_types=self.settings.case_feature)
 
     @torch.inference_mode()
     def token_probabilities(
@@ -206,10 +212,24 @@ class DeidTagger:
         progress: bool = False,
     ) -> list[list[Span]]:
         """Predicted spans per note (model only; regex detectors are added by the caller)."""
-        threshold = self.settings.o_threshold if o_threshold is None else o_threshold
         encoded = self.encode(notes)
         probabilities = self.token_probabilities(encoded, batch_size=batch_size, progress=progress)
         return [
-            decode_spans(probs, enc.offsets, note.text, self.settings.labels, o_threshold=threshold)
+            self.decode(probs, enc, note.text, o_threshold=o_threshold)
             for note, enc, probs in zip(notes, encoded, probabilities, strict=True)
         ]
+
+    def decode(
+        self,
+        probs: np.ndarray,
+        encoded: EncodedNote,
+        text: str,
+        *,
+        o_threshold: float | None = None,
+    ) -> list[Span]:
+        """One note's spans: BIO decoding at the threshold, then the initials setting."""
+        threshold = self.settings.o_threshold if o_threshold is None else o_threshold
+        spans = decode_spans(
+            probs, encoded.offsets, text, self.settings.labels, o_threshold=threshold
+        )
+        return attach_initials(spans, text, self.settings.initials)

@@ -57,6 +57,8 @@ def model_card(
         "## Training",
         f"- base model: {settings.base_model}",
         f"- windows: {config.max_length} tokens, stride {config.stride}",
+        "- word casing as token types (lower / Title / UPPER): "
+        f"{'yes' if settings.case_feature else 'no'}",
         f"- AdamW lr {config.learning_rate}, weight decay {config.weight_decay}, "
         f"batch {config.batch_size}, warmup {config.warmup_ratio}, class-weight power "
         f"{config.class_weight_power}, seed {config.seed}",
@@ -68,6 +70,7 @@ def model_card(
         f"- rule: {settings.operating_point.get('mode')}; O threshold "
         f"{settings.o_threshold} (tokens are PHI when P(O) is below it)",
         f"- regex detectors unioned at inference: {', '.join(settings.regex_detectors) or 'none'}",
+        f"- initials before predicted names: {settings.initials}",
         "",
         "## Validation metrics at the operating point",
         "| metric | value |",

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from synthdeid.errors import ConfigError
+from synthdeid.ner.casing import token_case_types
 from synthdeid.notes import Note, Span
 
 OUTSIDE = "O"
@@ -43,6 +44,7 @@ class EncodedNote:
     input_ids: np.ndarray  # int64, (n_tokens,)
     offsets: np.ndarray  # int64, (n_tokens, 2): [start, end) in the note text
     tags: np.ndarray | None  # int64, (n_tokens,) or None when no gold is wanted
+    case_types: np.ndarray | None = None  # int64, (n_tokens,): see synthdeid.ner.casing
 
     @property
     def n_tokens(self) -> int:
@@ -57,6 +59,7 @@ class Window:
     token_start: int  # first note token inside the window
     input_ids: np.ndarray  # with [CLS] ... [SEP]
     tags: np.ndarray | None  # IGNORE_INDEX at the special tokens
+    type_ids: np.ndarray | None = None  # casing types, 0 at the special tokens
 
     @property
     def n_content(self) -> int:
@@ -87,8 +90,12 @@ def encode_notes(
     tag_index: dict[str, int] | None = None,
     *,
     batch_size: int = 256,
+    case_types: bool = False,
 ) -> list[EncodedNote]:
-    """Tokenize notes with offsets; with ``tag_index``, tag the gold spans too."""
+    """Tokenize notes with offsets; with ``tag_index``, tag the gold spans too.
+
+    ``case_types`` adds every token's word casing (:mod:`synthdeid.ner.casing`).
+    """
     if not getattr(tokenizer, "is_fast", False):
         raise ConfigError(
             "ner.model: the tokenizer must be a fast (Rust) tokenizer, which gives the "
@@ -112,8 +119,11 @@ def encode_notes(
             tags = None
             if tag_index is not None:
                 tags = spans_to_tags(offset_array, note.spans, tag_index)
+            casing = token_case_types(note.text, offset_array) if case_types else None
             encoded.append(
-                EncodedNote(note.note_id, np.asarray(ids, dtype=np.int64), offset_array, tags)
+                EncodedNote(
+                    note.note_id, np.asarray(ids, dtype=np.int64), offset_array, tags, casing
+                )
             )
     return encoded
 
@@ -156,5 +166,8 @@ def make_windows(
             tags = None
             if note.tags is not None:
                 tags = np.concatenate(([IGNORE_INDEX], note.tags[start:stop], [IGNORE_INDEX]))
-            windows.append(Window(index, start, ids.astype(np.int64), tags))
+            type_ids = None
+            if note.case_types is not None:
+                type_ids = np.concatenate(([0], note.case_types[start:stop], [0]))
+            windows.append(Window(index, start, ids.astype(np.int64), tags, type_ids))
     return windows

