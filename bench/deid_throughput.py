@@ -9,6 +9,8 @@ same notes, after one warm-up batch:
 - ``fp32 unsorted``: batches in note order, padded to their longest window
   (the baseline that length bucketing improves on);
 - ``fp32``: length-sorted batches, as ``synthdeid deid`` runs;
+- ``bf16``: the same with weights and products in bfloat16 (fast where the
+  CPU has AVX512-BF16 or AMX);
 - ``int8``: the same with dynamic int8 quantization of the Linear layers;
 - ``cuda fp32`` where a GPU is visible.
 
@@ -31,10 +33,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = {
-    "fp32 unsorted": {"quantize": False, "length_sorted": False, "device": "cpu"},
-    "fp32": {"quantize": False, "length_sorted": True, "device": "cpu"},
-    "int8": {"quantize": True, "length_sorted": True, "device": "cpu"},
-    "cuda fp32": {"quantize": False, "length_sorted": True, "device": "cuda"},
+    "fp32 unsorted": {"precision": "fp32", "length_sorted": False, "device": "cpu"},
+    "fp32": {"precision": "fp32", "length_sorted": True, "device": "cpu"},
+    "bf16": {"precision": "bf16", "length_sorted": True, "device": "cpu"},
+    "int8": {"precision": "int8", "length_sorted": True, "device": "cpu"},
+    "cuda fp32": {"precision": "fp32", "length_sorted": True, "device": "cuda"},
 }
 PERL_DEID_NOTES_PER_SECOND = 4.4
 
@@ -44,7 +47,6 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
     import torch
 
     from synthdeid.evaluation.metrics import headline_metrics
-    from synthdeid.ner.decoding import decode_spans
     from synthdeid.ner.model import DeidTagger
     from synthdeid.notes import read_notes
 
@@ -52,7 +54,7 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
     config = CONFIGS[args.worker]
     notes = [n for n in read_notes(args.notes) if not args.parts or n.split in args.parts]
     notes = (notes * (args.n // max(len(notes), 1) + 1))[: args.n] if args.n else notes
-    tagger = DeidTagger.load(args.model, device=config["device"], quantize=config["quantize"])
+    tagger = DeidTagger.load(args.model, device=config["device"], precision=config["precision"])
     encoded_warmup = tagger.encode(notes[: args.batch_size])
     tagger.token_probabilities(encoded_warmup, batch_size=args.batch_size)
     if config["device"] == "cuda":
@@ -63,13 +65,7 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
         encoded, batch_size=args.batch_size, length_sorted=config["length_sorted"]
     )
     predicted = {
-        note.note_id: decode_spans(
-            probs,
-            enc.offsets,
-            note.text,
-            tagger.settings.labels,
-            o_threshold=tagger.settings.o_threshold,
-        )
+        note.note_id: tagger.decode(probs, enc, note.text)
         for note, enc, probs in zip(notes, encoded, probabilities, strict=True)
     }
     if config["device"] == "cuda":

@@ -289,11 +289,19 @@ def test_deid_quantized(work: dict[str, Path]) -> None:
     predicted = read_notes(out)
     assert [note.note_id for note in predicted] == sorted(n.note_id for n in holdout())
     params = json.loads(out.with_suffix(".summary.json").read_text())["provenance"]["params"]
-    assert params["quantize"] is True
+    assert params["precision"] == "int8"
     assert (
         params["o_threshold"]
         == json.loads((work["model"] / NER_CONFIG_FILE).read_text())["o_threshold"]
     )
+
+
+def test_deid_in_bf16(work: dict[str, Path]) -> None:
+    code, out = deid(work, "bf16", "--precision", "bf16", "--device", "cpu")
+    assert code == 0
+    params = json.loads(out.with_suffix(".summary.json").read_text())["provenance"]["params"]
+    assert params["precision"] == "bf16"
+    assert len(read_notes(out)) == len(holdout())
 
 
 def test_evaluate_ner_scores_the_predictions(work: dict[str, Path]) -> None:

@@ -450,7 +450,7 @@ def test_int8_tagger_is_close_to_fp32(saved: Path) -> None:
     from torch.ao.nn.quantized.dynamic import Linear as DynamicQuantizedLinear
 
     full = DeidTagger.load(saved, device="cpu")
-    int8 = DeidTagger.load(saved, device="cpu", quantize=True)
+    int8 = DeidTagger.load(saved, device="cpu", precision="int8")
     modules = list(int8.model.modules())
     assert any(isinstance(m, DynamicQuantizedLinear) for m in modules)
     assert not any(type(m) is torch.nn.Linear for m in modules)
@@ -473,12 +473,29 @@ def test_int8_tagger_is_close_to_fp32(saved: Path) -> None:
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_int8_on_cuda_without_cuda_is_a_config_error(saved: Path) -> None:
     with pytest.raises(ConfigError, match="CUDA"):
-        DeidTagger.load(saved, device="cuda", quantize=True)
+        DeidTagger.load(saved, device="cuda", precision="int8")
 
 
 def test_int8_refuses_a_non_cpu_device(saved: Path) -> None:
     with pytest.raises(ConfigError, match="CPU only"):
-        DeidTagger.load(saved, device="meta", quantize=True)
+        DeidTagger.load(saved, device="meta", precision="int8")
+
+
+def test_bf16_tagger_is_close_to_fp32(saved: Path) -> None:
+    full = DeidTagger.load(saved, device="cpu")
+    half = DeidTagger.load(saved, device="cpu", precision="bf16")
+    assert {p.dtype for p in half.model.parameters()} == {torch.bfloat16}
+    probs_full = full.token_probabilities(full.encode(NOTES))
+    probs_half = half.token_probabilities(half.encode(NOTES))
+    for a, b in zip(probs_full, probs_half, strict=True):
+        assert b.dtype == np.float32  # probabilities come back in fp32
+        np.testing.assert_allclose(b.sum(axis=1), 1.0, atol=1e-4)
+        assert np.abs(a - b).mean() < 0.02
+
+
+def test_unknown_inference_precision_is_a_config_error(saved: Path) -> None:
+    with pytest.raises(ConfigError, match="inference precision 'fp8'"):
+        DeidTagger.load(saved, device="cpu", precision="fp8")
 
 
 # ---------------------------------------------------------------- settings file

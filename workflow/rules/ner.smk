@@ -85,14 +85,14 @@ rule predict_ner:
     params:
         parts=config["ner"]["deid"]["parts"],
         mode=config["ner"]["deid"]["mode"],
-        quantize="--quantize" if config["ner"]["deid"]["quantize"] else "",
+        precision=config["ner"]["deid"]["precision"],
         batch_size=config["ner"]["deid"]["batch_size"],
         key_file=config["surrogate"]["key_file"] or "",
     shell:
         "synthdeid --log {log:q} deid --model {input.model:q} --notes {input.notes:q}"
         " --parts {params.parts:q} --out {output.predictions:q}"
         " --out-deidentified {output.deidentified:q} --summary {output.summary:q}"
-        " --mode {params.mode} {params.quantize} --batch-size {params.batch_size}"
+        " --mode {params.mode} --precision {params.precision} --batch-size {params.batch_size}"
         " --key-file={params.key_file:q} --device cpu --threads {threads}"
 
 

@@ -31,11 +31,15 @@ restores it with no custom code.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from synthdeid.errors import ConfigError
 from synthdeid.ner.decoding import snap_to_words
+
+if TYPE_CHECKING:
+    import torch
 
 LOWER, TITLE, UPPER = 0, 1, 2
 N_CASE_TYPES = 3
@@ -64,6 +68,8 @@ def token_case_types(text: str, offsets: np.ndarray) -> np.ndarray:
 
 
 def _type_embeddings(model: torch.nn.Module) -> torch.nn.Embedding:
+    import torch
+
     embeddings = getattr(getattr(model, "base_model", model), "embeddings", None)
     table = getattr(embeddings, "token_type_embeddings", None)
     if not isinstance(table, torch.nn.Embedding):
@@ -81,6 +87,8 @@ def enable_case_types(model: torch.nn.Module) -> None:
     A model whose config already says ``type_vocab_size: 3`` (one saved with
     the feature, trained on) is left as it is.
     """
+    import torch
+
     table = _type_embeddings(model)
     if getattr(model.config, "type_vocab_size", None) == N_CASE_TYPES:
         check_case_types(model)

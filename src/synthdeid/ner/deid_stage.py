@@ -9,8 +9,11 @@ the operators of :mod:`synthdeid.surrogate`). Spans in that table point at
 the inserted text.
 
 The ``O`` threshold and the regex detectors come from the model directory
-(set at training); both can be overridden. ``--quantize`` runs a dynamic int8
-copy of the model on the CPU.
+(set at training); both can be overridden. ``--precision`` picks the number
+format: ``fp32``, ``bf16`` (weights and products in bfloat16) or ``int8``
+(dynamic quantization of the Linear layers, CPU only; ``--quantize`` is the
+same). ``bench/deid_throughput.py`` measures each against fp32 on the same
+notes, recall included.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MODES = ("none", "redact", "surrogate")
+# synthdeid.ner.model.INFERENCE_PRECISIONS, repeated so that the CLI starts without torch
+PRECISIONS = ("fp32", "bf16", "int8")
 
 
 def redact(note: Note) -> Note:
@@ -107,7 +112,16 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="comma-separated regex detector labels to union (default: the model's; 'none' = off)",
     )
-    parser.add_argument("--quantize", action="store_true", help="dynamic int8 inference on CPU")
+    parser.add_argument(
+        "--precision", choices=PRECISIONS, default="fp32", help="inference number format"
+    )
+    parser.add_argument(
+        "--quantize",
+        dest="precision",
+        action="store_const",
+        const="int8",
+        help="same as --precision int8: dynamic int8 inference on CPU",
+    )
     parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--threads", type=int, default=None)
@@ -157,7 +171,7 @@ def run(args: argparse.Namespace) -> None:
     notes = read_notes(args.notes)
     if args.parts:
         notes = [note for note in notes if note.split in set(args.parts)]
-    tagger = DeidTagger.load(args.model, device=args.device, quantize=args.quantize)
+    tagger = DeidTagger.load(args.model, device=args.device, precision=args.precision)
     regex = regex_labels_from(args.regex, tagger.settings.regex_detectors)
     predicted, stats = predict_notes(
         tagger,
@@ -171,7 +185,7 @@ def run(args: argparse.Namespace) -> None:
             tagger.settings.o_threshold if args.o_threshold is None else args.o_threshold
         ),
         "regex_detectors": regex,
-        "quantize": args.quantize,
+        "precision": args.precision,
         "parts": args.parts,
         "mode": args.mode,
     }
