@@ -119,7 +119,10 @@ def main() -> None:
     parser.add_argument("--parts", nargs="*", default=["holdout"])
     parser.add_argument("--n", type=int, default=0, help="notes to process (0 = all selected)")
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument(
+        "--configs", nargs="+", choices=sorted(CONFIGS), default=None, help="default: all"
+    )
     parser.add_argument("--worker", choices=sorted(CONFIGS), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -129,6 +132,8 @@ def main() -> None:
     import torch
 
     names = [n for n in CONFIGS if n != "cuda fp32" or torch.cuda.is_available()]
+    if args.configs:
+        names = [n for n in names if n in args.configs]
     rows = {name: run_config(name, args) for name in names}
     baseline = rows.get("fp32 unsorted")
     print(f"model {args.model}, notes {args.notes} {args.parts}, {args.threads} threads")

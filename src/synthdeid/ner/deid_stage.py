@@ -123,7 +123,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="same as --precision int8: dynamic int8 inference on CPU",
     )
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=16, help="windows per batch")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--key-file", default=None, help="surrogate mode: the secret's file")
     parser.add_argument("--consistency", default="patient", help="surrogate mode")
