@@ -288,22 +288,18 @@ def plot_distillation(d: Distillation, rows: Sequence[dict[str, Any]], path: Pat
                     color=color,
                     fontsize=12,
                 )
-        ax.scatter(
-            [row[f"teacher_{part}"] for row in rows],
-            positions,
-            marker="o",
-            s=45,
-            color=TEACHER_COLOR,
-            zorder=2,
-        )
-        ax.scatter(
-            [row[f"student_{part}"] for row in rows],
-            positions,
-            marker="D",
-            s=40,
-            color=STUDENT_COLOR,
-            zorder=3,
-        )
+        for system, marker, size, color, z in (
+            ("teacher", "o", 45, TEACHER_COLOR, 2),
+            ("student", "D", 40, STUDENT_COLOR, 3),
+        ):
+            ax.scatter(
+                [row[f"{system}_{part}"] for row in rows],
+                positions,
+                marker=marker,
+                s=size,
+                color=color,
+                zorder=z,
+            )
         ax.set_xlim(-0.02, 1.08)
         ax.set_xlabel(f"span {d.match} {part}")
         ax.set_title(part)
