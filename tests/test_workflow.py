@@ -419,6 +419,26 @@ def test_tapt_is_one_switch_on_a_run(workdir: Path) -> None:
     assert "results/tapt_encoder/demo/dplm/model" in result.stdout
 
 
+def test_tapt_on_own_notes_is_one_switch_on_a_run(workdir: Path) -> None:
+    result = dry_run_with(workdir, "own-tapt", ("ner", "runs", 1, "tapt"), "own")
+    assert planned_jobs(result.stdout) == {
+        "tapt_encoder_own": 1,
+        "train_ner": 1,
+        "predict_ner": 1,
+        "evaluate_ner": 1,
+        "compare_ner": 1,
+        "all": 1,
+    }
+    # the run's own mixture feeds the adaptation; the mixture itself is not rebuilt
+    assert "results/build_mixture/demo/surrogate_aug/train.parquet" in result.stdout
+    assert "results/tapt_encoder/demo/own/surrogate_aug/model" in result.stdout
+
+
+def test_own_tapt_settings_leave_runs_without_it_alone(workdir: Path) -> None:
+    result = dry_run_with(workdir, "own-tapt-steps", ("ner", "tapt"), {"max_steps": 7})
+    assert "Nothing to be done" in result.stdout + result.stderr
+
+
 @pytest.mark.parametrize(
     ("override", "name"),
     [

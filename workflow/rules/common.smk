@@ -293,7 +293,10 @@ POOLS = {
     ),
 }
 # encoders after task-adaptive pretraining, by the name a run gives in `tapt`
-TAPT_MODELS = {"dplm": "results/tapt_encoder/{corpus}/dplm/model"}
+TAPT_MODELS = {
+    "dplm": "results/tapt_encoder/{corpus}/dplm/model",
+    "own": "results/tapt_encoder/{corpus}/own/{run}/model",
+}
 
 
 wildcard_constraints:
@@ -327,22 +330,40 @@ def mixture_spec(wildcards):
     return as_json(NER_RUNS[wildcards.run]["mixture"])
 
 
-def training_settings(wildcards):
-    """ner.training with the run's overrides on top, as JSON (one run's own params).
+def run_training(run):
+    """ner.training with the run's own overrides on top."""
+    return {**NER["training"], **NER_RUNS[run]["training"]}
 
-    A run with `tapt` starts from the adapted encoder instead of ner.training.model.
-    """
-    settings = {**NER["training"], **NER_RUNS[wildcards.run]["training"]}
+
+def tapt_model(wildcards):
+    """The adapted encoder a run starts from, or None for a run without TAPT."""
     tapt = NER_RUNS[wildcards.run].get("tapt")
-    if tapt:
-        settings["model"] = TAPT_MODELS[tapt].format(corpus=wildcards.corpus)
+    if not tapt:
+        return None
+    return TAPT_MODELS[tapt].format(corpus=wildcards.corpus, run=wildcards.run)
+
+
+def training_settings(wildcards):
+    """The run's training settings as JSON (one run's own params).
+
+    A run with `tapt` starts from the adapted encoder instead of its training model.
+    """
+    settings = run_training(wildcards.run)
+    model = tapt_model(wildcards)
+    if model:
+        settings["model"] = model
     return as_json(settings)
 
 
 def tapt_input(wildcards):
     """The adapted encoder a run starts from (nothing for a run without TAPT)."""
-    tapt = NER_RUNS[wildcards.run].get("tapt")
-    return {"tapt": TAPT_MODELS[tapt].format(corpus=wildcards.corpus)} if tapt else {}
+    model = tapt_model(wildcards)
+    return {"tapt": model} if model else {}
+
+
+def own_tapt_settings(wildcards):
+    """ner.tapt with the encoder the run would otherwise start from, as JSON."""
+    return as_json({**NER["tapt"], "model": run_training(wildcards.run)["model"]})
 
 
 def evaluation_outputs(wildcards):

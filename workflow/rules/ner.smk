@@ -27,6 +27,35 @@ rule build_mixture:
         " --summary {output.summary:q}"
 
 
+rule tapt_encoder_own:
+    """Task-adaptive pretraining on one run's own training notes (runs with `tapt: own`).
+
+    The run's encoder after ner.tapt steps of masked-language-model training on
+    the text of its mixture's training notes (labels unused; the validation
+    notes stay out). train_ner then starts from it. GPU rule: one GPU on SLURM.
+    """
+    input:
+        train=rules.build_mixture.output.train,
+    output:
+        model=directory("results/tapt_encoder/{corpus}/own/{run}/model"),
+    log:
+        "logs/tapt_encoder/{corpus}/own/{run}.log",
+    benchmark:
+        "benchmarks/tapt_encoder/{corpus}/own/{run}.tsv"
+    conda:
+        "../../envs/gpu.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=12000,
+        runtime=120,
+    params:
+        settings=own_tapt_settings,
+    shell:
+        "synthdeid --log {log:q} tapt --corpus {input.train:q}"
+        " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"
+
+
 rule train_ner:
     """Fine-tune a token-classification de-identification model on one run's mixture.
 
