@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 
 from synthdeid.cli import main
 from synthdeid.errors import ConfigError, InputError
+from synthdeid.ner.mixtures import MixtureNote, write_mixture
 from synthdeid.ner.model import default_model_path
 from synthdeid.ner.tapt import (
     TAPT_CONFIG_FILE,
@@ -279,6 +280,22 @@ def test_rerun_replaces_the_directory(tmp_path: Path) -> None:
     assert not (out_dir / "stale.txt").exists()
     assert (out_dir / TAPT_CONFIG_FILE).is_file()
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint"]
+
+
+def test_cli_adapts_to_a_mixtures_unique_training_notes(tmp_path: Path) -> None:
+    """`tapt: own` reads a run's train.parquet: each unique note once, whatever its copies."""
+    notes = [
+        Note(f"n{i:02d}", f"p{i % 4}", text, (), "made-up", "train") for i, text in enumerate(TEXTS)
+    ]
+    mixture = [MixtureNote(note, "real", copies=1 + i % 3) for i, note in enumerate(notes)]
+    write_mixture(mixture, tmp_path / "train.parquet")
+    out_dir = tmp_path / "checkpoint"
+    config = {**RUN_CONFIG, "max_steps": 1}
+    argv = ["tapt", "--corpus", str(tmp_path / "train.parquet"), "--config", json.dumps(config)]
+    assert main([*argv, "--out-dir", str(out_dir), "--device", "cpu", "--no-progress"]) == 0
+    meta = json.loads((out_dir / TAPT_CONFIG_FILE).read_text())
+    assert meta["corpus"]["notes_per_file"] == {str(tmp_path / "train.parquet"): len(TEXTS)}
+    assert meta["n_texts"] == len(TEXTS) and meta["n_skipped"] == len(TOO_SHORT)
 
 
 # --- CLI errors ---------------------------------------------------------------------------
