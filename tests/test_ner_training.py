@@ -498,6 +498,14 @@ def test_unknown_inference_precision_is_a_config_error(saved: Path) -> None:
         DeidTagger.load(saved, device="cpu", precision="fp8")
 
 
+def test_cli_offers_exactly_the_inference_precisions() -> None:
+    """deid_stage repeats the tuple so the CLI starts without torch; the copies must agree."""
+    from synthdeid.ner.deid_stage import PRECISIONS
+    from synthdeid.ner.model import INFERENCE_PRECISIONS
+
+    assert PRECISIONS == INFERENCE_PRECISIONS
+
+
 # ---------------------------------------------------------------- settings file
 
 

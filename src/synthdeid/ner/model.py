@@ -137,20 +137,20 @@ class DeidTagger:
         """A saved model directory, on ``device``, in an inference ``precision``."""
         from transformers import AutoModelForTokenClassification, AutoTokenizer
 
+        if precision not in INFERENCE_PRECISIONS:
+            raise ConfigError(
+                f"inference precision {precision!r} is not one of {INFERENCE_PRECISIONS}"
+            )
+        torch_device = pick_device(device)
+        if precision == "int8" and torch_device.type != "cpu":
+            raise ConfigError("int8 dynamic quantization runs on CPU only (device=cpu)")
         directory = Path(directory)
         settings = NerSettings.load(directory)
         tokenizer = AutoTokenizer.from_pretrained(directory)
         model = AutoModelForTokenClassification.from_pretrained(directory)
         if settings.case_feature:
             check_case_types(model)
-        torch_device = pick_device(device)
-        if precision not in INFERENCE_PRECISIONS:
-            raise ConfigError(
-                f"inference precision {precision!r} is not one of {INFERENCE_PRECISIONS}"
-            )
         if precision == "int8":
-            if torch_device.type != "cpu":
-                raise ConfigError("int8 dynamic quantization runs on CPU only (device=cpu)")
             model = quantize_int8(model)
         elif precision == "bf16":
             model = model.to(dtype=torch.bfloat16)
