@@ -47,14 +47,14 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
     import torch
 
     from synthdeid.evaluation.metrics import headline_metrics
-    from synthdeid.ner.model import DeidTagger
+    from synthdeid.ner.ensemble import load_tagger
     from synthdeid.notes import read_notes
 
     torch.set_num_threads(args.threads)
     config = CONFIGS[args.worker]
     notes = [n for n in read_notes(args.notes) if not args.parts or n.split in args.parts]
     notes = (notes * (args.n // max(len(notes), 1) + 1))[: args.n] if args.n else notes
-    tagger = DeidTagger.load(args.model, device=config["device"], precision=config["precision"])
+    tagger = load_tagger(args.model, device=config["device"], precision=config["precision"])
     encoded_warmup = tagger.encode(notes[: args.batch_size])
     tagger.token_probabilities(encoded_warmup, batch_size=args.batch_size)
     if config["device"] == "cuda":

@@ -49,7 +49,7 @@ def main() -> None:
 
     from synthdeid.evaluation.metrics import headline_metrics
     from synthdeid.ner.decoding import attach_initials, decode_spans
-    from synthdeid.ner.model import DeidTagger
+    from synthdeid.ner.ensemble import load_tagger
     from synthdeid.notes import read_notes
 
     if any(name == "holdout" for name, _ in args.part):
@@ -65,7 +65,7 @@ def main() -> None:
     print("| model | part | notes | O threshold | initials | recall | precision | leakage |")
     print("|---|---|---|---|---|---|---|---|")
     for model_name, directory in args.model:
-        tagger = DeidTagger.load(directory, device="cpu")
+        tagger = load_tagger(directory, device="cpu")
         for part, notes in parts.items():
             encoded = tagger.encode(notes)
             probabilities = tagger.token_probabilities(encoded, progress=True)

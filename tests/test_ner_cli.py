@@ -406,3 +406,51 @@ def test_label_teacher_applies_the_trained_model(work: dict[str, Path]) -> None:
     assert len(scores) == sum(len(n.spans) for n in silver)
     model_scores = [r["confidence"] for r in scores if r["confidence"] is not None]
     assert all(0.0 <= c <= 1.0 for c in model_scores)
+
+
+# ---------------------------------------------------------------- ensembles
+
+
+def ensemble_ner(work: dict[str, Path], out: Path, config: str = "{}") -> int:
+    argv = ["ensemble-ner"]
+    for name in ("a", "b"):  # the trained model twice: its mean is the model itself
+        argv += ["--member", f"{name}={work['model']}", "--validation", str(work["validation"])]
+        argv += ["--train", str(work["train"])]
+    argv += ["--config", config, "--run", "pair", "--out-dir", str(out), "--threads", "1"]
+    return main([*argv, "--no-progress"])
+
+
+def test_ensemble_of_a_model_with_itself_deidentifies_like_the_model(
+    work: dict[str, Path],
+) -> None:
+    from synthdeid.ner.ensemble import ENSEMBLE_FILE
+
+    out = work["root"] / "ensemble" / "model"
+    config = json.dumps({"operating_point": {"grid": [0.5, 0.9]}})
+    assert ensemble_ner(work, out, config) == 0
+    ensemble = json.loads((out / ENSEMBLE_FILE).read_text())
+    history = json.loads((work["model"] / "training_history.json").read_text())
+    trained = json.loads((work["model"] / NER_CONFIG_FILE).read_text())
+    # same probabilities, same validation notes, same rule: the same operating point
+    assert ensemble["operating_point_sweep"] == history["operating_point_sweep"]
+    assert ensemble["settings"]["o_threshold"] == trained["o_threshold"]
+    assert ensemble["validation_notes"]["kept"] == len(read_notes(work["validation"]))
+    assert ensemble["settings"]["base_model"] == "ensemble of a, b"
+    assert "## Members" in (out / "README.md").read_text()
+
+    work_ensemble = {**work, "model": out}
+    # at the operating point, and at a high threshold where the barely trained model tags
+    for name, extra in (("default", []), ("high", ["--o-threshold", "0.999"])):
+        code, single = deid(work, f"single_{name}", "--mode", "none", *extra)
+        assert code == 0
+        code, combined = deid(work_ensemble, f"combined_{name}", "--mode", "none", *extra)
+        assert code == 0
+        spans = {n.note_id: n.spans for n in read_notes(single)}
+        assert {n.note_id: n.spans for n in read_notes(combined)} == spans
+    assert sum(map(len, spans.values())) > 0
+
+
+def test_ensemble_ner_refuses_unknown_settings(work: dict[str, Path]) -> None:
+    out = work["root"] / "bad_ensemble" / "model"
+    assert ensemble_ner(work, out, '{"operating_points": {}}') == 2
+    assert not out.exists()

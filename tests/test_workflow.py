@@ -56,8 +56,9 @@ DEMO_JOBS = {
     "compare_teacher": 1,
     "build_mixture": 3,
     "train_ner": 3,
-    "predict_ner": 3,
-    "evaluate_ner": 3,
+    "ensemble_ner": 1,
+    "predict_ner": 4,
+    "evaluate_ner": 4,
     "compare_ner": 1,
     "all": 1,
 }
@@ -132,6 +133,23 @@ def test_demo_run_trains_predicts_and_evaluates_every_run(workdir: Path) -> None
         (results / "build_mixture" / "demo" / "surrogate_aug" / "summary.json").read_text()
     )
     assert mixture["summary"]["n_synthetic"] > 0
+    ensemble = json.loads(
+        (
+            results
+            / "ensemble_ner"
+            / "demo"
+            / "real_surrogate_ensemble"
+            / "model"
+            / "synthdeid_ensemble.json"
+        ).read_text()
+    )
+    assert [m["name"] for m in ensemble["members"]] == ["real_only", "surrogate_aug"]
+    assert ensemble["members"][0]["path"] == "../../../../train_ner/demo/real_only/model"
+    assert ensemble["validation_notes"]["kept"] > 0
+    predictions = read_notes(
+        results / "predict_ner" / "demo" / "real_surrogate_ensemble" / "predictions.parquet"
+    )
+    assert {n.note_id for n in predictions} == holdout_ids
     assert (results / "compare_ner" / "demo" / "runs.png").read_bytes().startswith(b"\x89PNG")
     pool, provenance = read_parquet_with_provenance(
         results / "fill_templates" / "demo" / "pii.parquet"
@@ -268,15 +286,18 @@ def test_changing_one_run_reruns_only_that_branch(workdir: Path) -> None:
         ),
         {"learning_rate": 3.0e-4},
     )
+    # the run and the ensemble it is a member of; nothing else
     assert planned_jobs(result.stdout) == {
         "train_ner": 1,
-        "predict_ner": 1,
-        "evaluate_ner": 1,
+        "ensemble_ner": 1,
+        "predict_ner": 2,
+        "evaluate_ner": 2,
         "compare_ner": 1,
         "all": 1,
     }
     assert "results/train_ner/demo/surrogate_aug/model" in result.stdout
     assert "results/train_ner/demo/real_only/model" not in result.stdout
+    assert "results/ensemble_ner/demo/real_surrogate_ensemble/model" in result.stdout
 
 
 def test_changing_the_dedup_threshold_reruns_only_the_pool_branch(workdir: Path) -> None:
@@ -394,6 +415,38 @@ def test_a_teacher_that_needs_its_own_labels_is_refused(workdir: Path) -> None:
     result = snakemake(workdir, "-n", "--configfile", str(path), check=False)
     assert result.returncode != 0
     assert "depends on its own silver labels" in result.stdout + result.stderr
+
+
+def test_an_ensemble_operating_point_reruns_only_the_ensemble(workdir: Path) -> None:
+    result = dry_run_with(
+        workdir, "ensemble-point", ("ner", "runs", 2, "operating_point"), {"mode": "leakage"}
+    )
+    assert planned_jobs(result.stdout) == {
+        "ensemble_ner": 1,
+        "predict_ner": 1,
+        "evaluate_ner": 1,
+        "compare_ner": 1,
+        "all": 1,
+    }
+    assert "results/predict_ner/demo/real_surrogate_ensemble/predictions.parquet" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"members": ["real_only", "bogus"]}, "member 'bogus' is not a trained run"),
+        ({"members": ["real_only", "silver_student"], "pools": ["surrogates"]}, "pools, tapt"),
+        ({"members": ["real_only"]}, "is too short"),
+    ],
+)
+def test_bad_ensemble_runs_are_refused(workdir: Path, change: dict, message: str) -> None:
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    config["ner"]["runs"][2].update(change)
+    path = workdir / "bad-ensemble.yaml"
+    path.write_text(yaml.safe_dump(config))
+    result = snakemake(workdir, "-n", "--configfile", str(path), check=False)
+    assert result.returncode != 0
+    assert message in result.stdout + result.stderr
 
 
 def test_tapt_is_one_switch_on_a_run(workdir: Path) -> None:

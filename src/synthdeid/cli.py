@@ -37,6 +37,7 @@ STAGES: dict[str, str] = {
     "build-mixture": "synthdeid.ner.mixture_stage",
     "tapt": "synthdeid.ner.tapt_stage",
     "train-ner": "synthdeid.ner.train_stage",
+    "ensemble-ner": "synthdeid.ner.ensemble_stage",
     "deid": "synthdeid.ner.deid_stage",
     "evaluate-ner": "synthdeid.evaluation.stage",
     "compare-ner": "synthdeid.evaluation.compare",

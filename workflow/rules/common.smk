@@ -276,6 +276,30 @@ if REFERENCE_RUN not in NER_RUNS:
     raise WorkflowError(
         f"ner.reference_run {REFERENCE_RUN!r} is not one of the runs {sorted(NER_RUNS)}"
     )
+# runs that average trained runs' token probabilities instead of training a model
+ENSEMBLE_RUNS = {
+    name: run["members"] for name, run in NER_RUNS.items() if "members" in run
+}
+
+
+def check_ensemble_runs():
+    """Members are trained runs; an ensemble has none of a trained run's settings."""
+    for name, members in ENSEMBLE_RUNS.items():
+        run = NER_RUNS[name]
+        for member in members:
+            if member not in NER_RUNS or member in ENSEMBLE_RUNS:
+                raise WorkflowError(
+                    f"ner run {name!r}: member {member!r} is not a trained run (one "
+                    f"with a mixture): {sorted(set(NER_RUNS) - set(ENSEMBLE_RUNS))}"
+                )
+        if run.get("pools") or run.get("tapt") or run.get("training"):
+            raise WorkflowError(
+                f"ner run {name!r} is an ensemble: pools, tapt and training belong to "
+                "its member runs"
+            )
+
+
+check_ensemble_runs()
 
 # labelled pools a mixture can draw from: name -> (artifact, split parts used)
 POOLS = {
@@ -366,6 +390,48 @@ def own_tapt_settings(wildcards):
     return as_json({**NER["tapt"], "model": run_training(wildcards.run)["model"]})
 
 
+def run_model_dir(run, corpus):
+    """Where a run's model directory is: trained (train_ner) or combined (ensemble_ner)."""
+    step = "ensemble_ner" if run in ENSEMBLE_RUNS else "train_ner"
+    return f"results/{step}/{corpus}/{run}/model"
+
+
+def run_model(wildcards):
+    return run_model_dir(wildcards.run, wildcards.corpus)
+
+
+def model_ensemble_inputs(wildcards):
+    """Each member's model, and its validation and training notes (operating point)."""
+    inputs = {}
+    for member in ENSEMBLE_RUNS[wildcards.run]:
+        mixture = f"results/build_mixture/{wildcards.corpus}/{member}"
+        inputs[f"model_{member}"] = run_model_dir(member, wildcards.corpus)
+        inputs[f"validation_{member}"] = f"{mixture}/validation.parquet"
+        inputs[f"train_{member}"] = f"{mixture}/train.parquet"
+    return inputs
+
+
+def model_ensemble_arguments(wildcards, input):
+    """--member NAME=DIR, --validation and --train for each member."""
+    arguments = []
+    for member in ENSEMBLE_RUNS[wildcards.run]:
+        model = input["model_" + member]
+        arguments += [
+            "--member " + shlex.quote(f"{member}={model}"),
+            "--validation " + shlex.quote(input["validation_" + member]),
+            "--train " + shlex.quote(input["train_" + member]),
+        ]
+    return " ".join(arguments)
+
+
+def model_ensemble_settings(wildcards):
+    """The ensemble's operating-point rule (its own, else ner.training's), as JSON."""
+    point_rule = NER_RUNS[wildcards.run].get("operating_point") or NER["training"].get(
+        "operating_point", {}
+    )
+    return as_json({"operating_point": point_rule})
+
+
 def evaluation_outputs(wildcards):
     return {
         run: f"results/evaluate_ner/{wildcards.corpus}/{run}/metrics.json"
@@ -417,6 +483,8 @@ def teacher_dependencies(name):
 
 
 def run_dependencies(run):
+    if run in ENSEMBLE_RUNS:
+        return [("run", member) for member in ENSEMBLE_RUNS[run]]
     return [
         ("teacher", pool[len("silver_") :])
         for pool in NER_RUNS[run].get("pools", [])
@@ -451,8 +519,8 @@ def check_teachers():
                 f"silver_{name}"
             )
     for run in NER_RUNS:
-        for _, name in run_dependencies(run):
-            if name not in TEACHERS:
+        for kind, name in run_dependencies(run):
+            if kind == "teacher" and name not in TEACHERS:
                 raise WorkflowError(
                     f"ner run {run!r}: pool silver_{name} names no teacher"
                 )
@@ -503,9 +571,7 @@ def teacher_inputs(wildcards):
     if entry["kind"] == "model":
         run = teacher_model_run(wildcards.teacher)
         inputs["model"] = (
-            f"results/train_ner/{wildcards.corpus}/{run}/model"
-            if run
-            else entry["model"]
+            run_model_dir(run, wildcards.corpus) if run else entry["model"]
         )
     return inputs
 

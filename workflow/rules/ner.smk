@@ -91,14 +91,40 @@ rule train_ner:
         " --threads {threads}"
 
 
+rule ensemble_ner:
+    """Combine trained runs into one tagger: the mean of their token probabilities.
+
+    For runs with `members`. The O threshold is chosen again, by the run's
+    operating-point rule, on the members' validation notes minus every note
+    and patient any member trained on. Output: an ensemble directory
+    (synthdeid_ensemble.json with member paths relative to it, model card).
+    """
+    input:
+        unpack(model_ensemble_inputs),
+    output:
+        model=directory("results/ensemble_ner/{corpus}/{run}/model"),
+    log:
+        "logs/ensemble_ner/{corpus}/{run}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    threads: 2
+    params:
+        members=model_ensemble_arguments,
+        settings=model_ensemble_settings,
+    shell:
+        "synthdeid --log {log:q} ensemble-ner {params.members}"
+        " --config {params.settings:q} --run {wildcards.run:q} --out-dir {output.model:q}"
+        " --device cpu --threads {threads} --no-progress"
+
+
 rule predict_ner:
-    """De-identify the evaluation notes with one run's model (CPU, length-bucketed batches).
+    """De-identify the evaluation notes with one run's model or ensemble (CPU, length-bucketed batches).
 
     output: predictions.parquet (original text, predicted spans),
             deidentified.parquet (redacted or surrogate text), summary.json (notes/s)
     """
     input:
-        model=rules.train_ner.output.model,
+        model=run_model,
         notes=rules.split_notes.output.notes,
     output:
         predictions="results/predict_ner/{corpus}/{run}/predictions.parquet",

@@ -8,8 +8,9 @@ de-identified notes: every predicted span replaced by its label in brackets
 the operators of :mod:`synthdeid.surrogate`). Spans in that table point at
 the inserted text.
 
-The ``O`` threshold and the regex detectors come from the model directory
-(set at training); both can be overridden. ``--precision`` picks the number
+``--model`` is a trained model directory or an ensemble directory
+(``synthdeid ensemble-ner``). The ``O`` threshold and the regex detectors
+come from the directory (set at training); both can be overridden. ``--precision`` picks the number
 format: ``fp32``, ``bf16`` (weights and products in bfloat16) or ``int8``
 (dynamic quantization of the Linear layers, CPU only; ``--quantize`` is the
 same). ``bench/deid_throughput.py`` measures each against fp32 on the same
@@ -33,7 +34,7 @@ from synthdeid.notes import Note, Span, read_notes, splice, write_notes
 from synthdeid.surrogate.keying import SurrogateKey, load_key
 
 if TYPE_CHECKING:
-    from synthdeid.ner.model import DeidTagger
+    from synthdeid.ner.model import SpanTagger
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def add_regex_spans(
 
 
 def predict_notes(
-    tagger: DeidTagger,
+    tagger: SpanTagger,
     notes: Sequence[Note],
     *,
     o_threshold: float | None = None,
@@ -94,7 +95,9 @@ def predict_notes(
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, type=Path, help="trained model directory")
+    parser.add_argument(
+        "--model", required=True, type=Path, help="trained model or ensemble directory"
+    )
     parser.add_argument("--notes", required=True, type=Path, help="notes table to de-identify")
     parser.add_argument(
         "--parts",
@@ -160,7 +163,7 @@ def deidentify(
 def run(args: argparse.Namespace) -> None:
     import torch  # loaded here, not when the CLI starts
 
-    from synthdeid.ner.model import DeidTagger
+    from synthdeid.ner.ensemble import load_tagger
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -171,7 +174,7 @@ def run(args: argparse.Namespace) -> None:
     notes = read_notes(args.notes)
     if args.parts:
         notes = [note for note in notes if note.split in set(args.parts)]
-    tagger = DeidTagger.load(args.model, device=args.device, precision=args.precision)
+    tagger = load_tagger(args.model, device=args.device, precision=args.precision)
     regex = regex_labels_from(args.regex, tagger.settings.regex_detectors)
     predicted, stats = predict_notes(
         tagger,

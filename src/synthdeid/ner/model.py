@@ -6,6 +6,8 @@ window settings, the operating point (the ``O`` threshold picked on
 validation) and the regex-detector setting. :class:`DeidTagger` loads it and
 turns notes into per-token tag probabilities, window by window, in
 length-sorted batches; :mod:`synthdeid.ner.decoding` makes spans of them.
+:class:`SpanTagger` is what every tagger offers (an ensemble of models,
+:mod:`synthdeid.ner.ensemble`, is one too).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import warnings
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -115,7 +118,67 @@ def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
         )
 
 
-class DeidTagger:
+class SpanTagger(ABC):
+    """Notes in, spans out: encoding, per-token probabilities, then BIO decoding.
+
+    ``settings`` carries the labels, the ``O`` threshold, the regex detectors
+    and the initials rule that decoding and callers read.
+    """
+
+    settings: NerSettings
+
+    @abstractmethod
+    def encode(self, notes: Sequence[Note]) -> Sequence[Any]:
+        """One encoding per note; each has the token ``offsets`` decoding needs."""
+
+    @abstractmethod
+    def token_probabilities(
+        self,
+        encoded: Sequence[Any],
+        *,
+        batch_size: int = 32,
+        progress: bool = False,
+        length_sorted: bool = True,
+    ) -> list[np.ndarray]:
+        """Per note, (n_tokens, n_tags) tag probabilities.
+
+        ``length_sorted=False`` batches windows in note order (the padding-heavy
+        baseline the throughput benchmark compares against).
+        """
+
+    def predict_spans(
+        self,
+        notes: Sequence[Note],
+        *,
+        o_threshold: float | None = None,
+        batch_size: int = 32,
+        progress: bool = False,
+    ) -> list[list[Span]]:
+        """Predicted spans per note (model only; regex detectors are added by the caller)."""
+        encoded = self.encode(notes)
+        probabilities = self.token_probabilities(encoded, batch_size=batch_size, progress=progress)
+        return [
+            self.decode(probs, enc, note.text, o_threshold=o_threshold)
+            for note, enc, probs in zip(notes, encoded, probabilities, strict=True)
+        ]
+
+    def decode(
+        self,
+        probs: np.ndarray,
+        encoded: Any,
+        text: str,
+        *,
+        o_threshold: float | None = None,
+    ) -> list[Span]:
+        """One note's spans: BIO decoding at the threshold, then the initials setting."""
+        threshold = self.settings.o_threshold if o_threshold is None else o_threshold
+        spans = decode_spans(
+            probs, encoded.offsets, text, self.settings.labels, o_threshold=threshold
+        )
+        return attach_initials(spans, text, self.settings.initials)
+
+
+class DeidTagger(SpanTagger):
     """A tokenizer and a token-classification model, applied window by window."""
 
     def __init__(
@@ -170,11 +233,7 @@ class DeidTagger:
         progress: bool = False,
         length_sorted: bool = True,
     ) -> list[np.ndarray]:
-        """Per note, (n_tokens, n_tags) probabilities merged over its windows.
-
-        ``length_sorted=False`` batches windows in note order (the padding-heavy
-        baseline the benchmark compares against).
-        """
+        """Per note, (n_tokens, n_tags) probabilities merged over its windows."""
         windows = make_windows(
             encoded,
             max_length=self.settings.max_length,
@@ -212,34 +271,3 @@ class DeidTagger:
             merge_windows(note.n_tokens, starts, probs_list, n_tags)
             for note, (starts, probs_list) in zip(encoded, per_note, strict=True)
         ]
-
-    def predict_spans(
-        self,
-        notes: Sequence[Note],
-        *,
-        o_threshold: float | None = None,
-        batch_size: int = 32,
-        progress: bool = False,
-    ) -> list[list[Span]]:
-        """Predicted spans per note (model only; regex detectors are added by the caller)."""
-        encoded = self.encode(notes)
-        probabilities = self.token_probabilities(encoded, batch_size=batch_size, progress=progress)
-        return [
-            self.decode(probs, enc, note.text, o_threshold=o_threshold)
-            for note, enc, probs in zip(notes, encoded, probabilities, strict=True)
-        ]
-
-    def decode(
-        self,
-        probs: np.ndarray,
-        encoded: EncodedNote,
-        text: str,
-        *,
-        o_threshold: float | None = None,
-    ) -> list[Span]:
-        """One note's spans: BIO decoding at the threshold, then the initials setting."""
-        threshold = self.settings.o_threshold if o_threshold is None else o_threshold
-        spans = decode_spans(
-            probs, encoded.offsets, text, self.settings.labels, o_threshold=threshold
-        )
-        return attach_initials(spans, text, self.settings.initials)

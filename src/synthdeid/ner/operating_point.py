@@ -19,13 +19,16 @@ thresholds on the validation part (real notes never used for training):
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from synthdeid.errors import ConfigError
 from synthdeid.evaluation.metrics import headline_metrics
 from synthdeid.notes import Note, Span
+
+log = logging.getLogger(__name__)
 
 DEFAULT_GRID: tuple[float, ...] = (
     0.5,
@@ -99,3 +102,46 @@ def choose(rows: Sequence[dict[str, float]], rule: OperatingPointRule) -> dict[s
             key=lambda r: (r["leakage_overlap_all"], -r["span_overlap_f1"], r["o_threshold"]),
         )
     return max(rows, key=lambda r: (r["detection_precision"], -r["o_threshold"]))
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """The sweep over the grid and the row the rule chose."""
+
+    rule: OperatingPointRule
+    sweep: list[dict[str, float]]
+    chosen: dict[str, float]
+
+    @property
+    def o_threshold(self) -> float:
+        return self.chosen["o_threshold"]
+
+    def record(self) -> dict[str, Any]:
+        """What a model directory keeps: the rule and the validation figures it chose by."""
+        return {
+            **asdict(self.rule),
+            "o_threshold": self.chosen["o_threshold"],
+            "validation_detection_recall": self.chosen["detection_recall"],
+            "validation_detection_precision": self.chosen["detection_precision"],
+            "validation_leakage_overlap_all": self.chosen["leakage_overlap_all"],
+        }
+
+
+def select_operating_point(
+    gold: Sequence[Note],
+    decode: Callable[[float], Mapping[str, Sequence[Span]]],
+    rule: OperatingPointRule,
+) -> OperatingPoint:
+    """Sweep the rule's grid on validation notes and choose by the rule."""
+    rows = sweep(gold, decode, rule.grid)
+    point = OperatingPoint(rule, rows, choose(rows, rule))
+    log.info(
+        "operating point (%s): O threshold %.3f -> validation detection recall %.4f, "
+        "precision %.4f, leakage %.4f",
+        rule.mode,
+        point.o_threshold,
+        point.chosen["detection_recall"],
+        point.chosen["detection_precision"],
+        point.chosen["leakage_overlap_all"],
+    )
+    return point

@@ -36,7 +36,7 @@ from synthdeid.ner.batching import collate, padding_share, shuffled_bucket_batch
 from synthdeid.ner.casing import enable_case_types
 from synthdeid.ner.decoding import INITIAL_MODES
 from synthdeid.ner.model import DeidTagger, NerSettings, pick_device, resolve_model_name
-from synthdeid.ner.operating_point import OperatingPointRule, choose, sweep
+from synthdeid.ner.operating_point import OperatingPointRule, select_operating_point
 from synthdeid.ner.tagging import IGNORE_INDEX, Window, make_windows, tag_names
 from synthdeid.notes import Note, Span
 
@@ -382,31 +382,15 @@ def train(
             for note, enc, probs in zip(validation, validation_encoded, probabilities, strict=True)
         }
 
-    rows = sweep(validation, decode_at, config.operating_point.grid)
-    chosen = choose(rows, config.operating_point)
-    settings.o_threshold = chosen["o_threshold"]
-    settings.operating_point = {
-        **asdict(config.operating_point),
-        "o_threshold": chosen["o_threshold"],
-        "validation_detection_recall": chosen["detection_recall"],
-        "validation_detection_precision": chosen["detection_precision"],
-        "validation_leakage_overlap_all": chosen["leakage_overlap_all"],
-    }
-    log.info(
-        "operating point (%s): O threshold %.3f -> validation detection recall %.4f, "
-        "precision %.4f, leakage %.4f",
-        config.operating_point.mode,
-        chosen["o_threshold"],
-        chosen["detection_recall"],
-        chosen["detection_precision"],
-        chosen["leakage_overlap_all"],
-    )
+    point = select_operating_point(validation, decode_at, config.operating_point)
+    settings.o_threshold = point.o_threshold
+    settings.operating_point = point.record()
     return TrainingResult(
         tagger=tagger,
         history=history,
         best_epoch=best_epoch,
-        validation=copy.deepcopy(chosen),
-        sweep=rows,
+        validation=copy.deepcopy(point.chosen),
+        sweep=point.sweep,
         class_weights={tag: float(w) for tag, w in zip(tags, weights, strict=True)},
         timing={"train_seconds": round(train_seconds, 2), "steps": step, "epochs": epoch},
     )

@@ -62,7 +62,7 @@ from synthdeid.teacher.trusted_hosts import LOOPBACK, check_trusted_endpoint
 if TYPE_CHECKING:
     import numpy as np
 
-    from synthdeid.ner.model import DeidTagger
+    from synthdeid.ner.model import SpanTagger
 
 log = logging.getLogger(__name__)
 
@@ -267,7 +267,7 @@ class ModelTeacher(Teacher):
     def __init__(
         self,
         name: str,
-        tagger: DeidTagger,
+        tagger: SpanTagger,
         *,
         o_threshold: float | None,
         regex: Sequence[str] | None,
@@ -329,12 +329,12 @@ def build_model_teacher(
     model_dir: str | Path | None,
     device: str = "auto",
 ) -> ModelTeacher:
-    from synthdeid.ner.model import DeidTagger
+    from synthdeid.ner.ensemble import load_tagger
 
     directory = model_dir or settings.get("model")
     if not directory:
         raise ConfigError(f"teacher {name!r} (model) needs a model directory")
-    tagger = DeidTagger.load(directory, device=device)
+    tagger = load_tagger(directory, device=device)
     return ModelTeacher(
         name,
         tagger,
