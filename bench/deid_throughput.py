@@ -1,4 +1,4 @@
-"""Benchmark de-identification throughput of a trained model: notes/s, tokens/s, peak memory.
+"""Benchmark de-identification throughput of a trained model or ensemble: notes/s, tokens/s, memory.
 
     python bench/deid_throughput.py --model results/train_ner/physionet/real_only/model \\
         --notes results/split_notes/physionet/notes.parquet --parts holdout --threads 2

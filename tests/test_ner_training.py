@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from synthdeid.ner.training import (
 )
 from synthdeid.notes import Note
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
 MAX_LENGTH = 64
 STRIDE = 8
@@ -88,15 +87,6 @@ def config_for(model_dir: Path, **overrides: object) -> TrainingConfig:
         **overrides,
     }
     return TrainingConfig.from_mapping(values)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """One torch thread: faster for a 32-wide model, and robust to a busy machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

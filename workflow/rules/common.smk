@@ -415,12 +415,13 @@ def model_ensemble_arguments(wildcards, input):
     """--member NAME=DIR, --validation and --train for each member."""
     arguments = []
     for member in ENSEMBLE_RUNS[wildcards.run]:
-        model = input["model_" + member]
-        arguments += [
-            "--member " + shlex.quote(f"{member}={model}"),
-            "--validation " + shlex.quote(input["validation_" + member]),
-            "--train " + shlex.quote(input["train_" + member]),
-        ]
+        model = input[f"model_{member}"]
+        validation = shlex.quote(input[f"validation_{member}"])
+        train = shlex.quote(input[f"train_{member}"])
+        member_dir = shlex.quote(f"{member}={model}")
+        arguments.append(
+            f"--member {member_dir} --validation {validation} --train {train}"
+        )
     return " ".join(arguments)
 
 

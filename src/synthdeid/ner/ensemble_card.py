@@ -7,7 +7,7 @@ from pathlib import Path
 
 from synthdeid.artifacts import atomic_directory
 from synthdeid.ner.ensemble import EnsembleTagger
-from synthdeid.ner.model_card import CARD_FILE, CARD_METRICS
+from synthdeid.ner.model_card import CARD_FILE, decoding_lines
 from synthdeid.ner.operating_point import OperatingPoint
 
 
@@ -42,18 +42,12 @@ def ensemble_card(
         "",
         "## Operating point",
         f"- chosen on {validation_counts['kept']} validation notes that no member trained on "
-        f"({validation_counts['trained_on']} of {validation_counts['offered']} distinct notes offered were "
-        "dropped because a member trained on the note or its patient)",
+        f"({validation_counts['trained_on']} of {validation_counts['offered']} distinct notes "
+        "offered were dropped because a member trained on the note or its patient)",
         f"- rule: {point.rule.mode}; O threshold {settings.o_threshold} "
         "(tokens are PHI when the mean P(O) is below it)",
-        f"- regex detectors unioned at inference: {', '.join(settings.regex_detectors) or 'none'}",
-        f"- initials before predicted names: {settings.initials}",
-        "",
-        "## Validation metrics at the operating point",
-        "| metric | value |",
-        "|---|---|",
+        *decoding_lines(settings, point.chosen),
     ]
-    lines += [f"| {label} | {point.chosen[key]:.4f} |" for key, label in CARD_METRICS]
     lines += [
         "",
         "## Limitations",

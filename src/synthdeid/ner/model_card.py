@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import atomic_directory
+from synthdeid.ner.model import NerSettings
 from synthdeid.ner.training import TrainingConfig, TrainingResult
 
 HISTORY_FILE = "training_history.json"
@@ -25,6 +26,19 @@ CARD_METRICS = (
     ("span_overlap_f1", "span-overlap F1"),
     ("span_exact_f1", "span-exact F1"),
 )
+
+
+def decoding_lines(settings: NerSettings, validation: Mapping[str, float]) -> list[str]:
+    """The end of a card's operating-point section, and the validation figures at it."""
+    return [
+        f"- regex detectors unioned at inference: {', '.join(settings.regex_detectors) or 'none'}",
+        f"- initials before predicted names: {settings.initials}",
+        "",
+        "## Validation metrics at the operating point",
+        "| metric | value |",
+        "|---|---|",
+        *[f"| {label} | {validation[key]:.4f} |" for key, label in CARD_METRICS],
+    ]
 
 
 def model_card(
@@ -69,14 +83,8 @@ def model_card(
         "## Operating point",
         f"- rule: {settings.operating_point.get('mode')}; O threshold "
         f"{settings.o_threshold} (tokens are PHI when P(O) is below it)",
-        f"- regex detectors unioned at inference: {', '.join(settings.regex_detectors) or 'none'}",
-        f"- initials before predicted names: {settings.initials}",
-        "",
-        "## Validation metrics at the operating point",
-        "| metric | value |",
-        "|---|---|",
+        *decoding_lines(settings, result.validation),
     ]
-    lines += [f"| {label} | {result.validation[key]:.4f} |" for key, label in CARD_METRICS]
     lines += [
         "",
         "## Limitations",
