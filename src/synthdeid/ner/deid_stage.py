@@ -10,11 +10,11 @@ the inserted text.
 
 ``--model`` is a trained model directory or an ensemble directory
 (``synthdeid ensemble-ner``). The ``O`` threshold and the regex detectors
-come from the directory (set at training); both can be overridden. ``--precision`` picks the number
-format: ``fp32``, ``bf16`` (weights and products in bfloat16) or ``int8``
-(dynamic quantization of the Linear layers, CPU only; ``--quantize`` is the
-same). ``bench/deid_throughput.py`` measures each against fp32 on the same
-notes, recall included.
+come from the directory (set at training); both can be overridden.
+``--precision`` picks the number format: ``fp32``, ``bf16`` (weights and
+products in bfloat16) or ``int8`` (dynamic quantization of the Linear
+layers, CPU only; ``--quantize`` is the same). ``bench/deid_throughput.py``
+measures each against fp32 on the same notes, recall included.
 """
 
 from __future__ import annotations
