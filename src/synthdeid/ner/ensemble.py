@@ -53,14 +53,8 @@ class EnsembleEncoding:
         return self.members[0].n_tokens
 
 
-def ensemble_settings(
-    members: Sequence[tuple[str, DeidTagger]], regex_detectors: Sequence[str] | None = None
-) -> NerSettings:
-    """Settings for decoding the members' mean: their shared labels and initials rule.
-
-    The ``O`` threshold starts at argmax (0.5) until an operating point is chosen;
-    the regex detectors default to the union of the members'.
-    """
+def check_members(members: Sequence[tuple[str, DeidTagger]]) -> None:
+    """Two or more distinctly named members that decode alike (labels, initials rule)."""
     if len(members) < 2:
         raise ConfigError(f"an ensemble needs at least two members, got {len(members)}")
     names = [name for name, _ in members]
@@ -75,6 +69,18 @@ def ensemble_settings(
                     f"ensemble member {name!r} has {key} {mine!r} but {first_name!r} has "
                     f"{theirs!r}; members must decode alike"
                 )
+
+
+def ensemble_settings(
+    members: Sequence[tuple[str, DeidTagger]], regex_detectors: Sequence[str] | None = None
+) -> NerSettings:
+    """Settings for decoding the members' mean: their shared labels and initials rule.
+
+    The ``O`` threshold starts at argmax (0.5) until an operating point is chosen;
+    the regex detectors default to the union of the members'.
+    """
+    check_members(members)
+    first = members[0][1]
     if regex_detectors is None:
         regex_detectors = sorted({d for _, t in members for d in t.settings.regex_detectors})
     return NerSettings(
@@ -83,7 +89,7 @@ def ensemble_settings(
         stride=first.settings.stride,
         o_threshold=0.5,
         regex_detectors=list(regex_detectors),
-        base_model="ensemble of " + ", ".join(names),
+        base_model="ensemble of " + ", ".join(name for name, _ in members),
         initials=first.settings.initials,
     )
 
@@ -125,7 +131,7 @@ class EnsembleTagger(SpanTagger):
             (name, DeidTagger.load(member_dir, device=device, precision=precision))
             for name, member_dir in members
         ]
-        ensemble_settings(taggers)  # the members still agree on labels and initials
+        check_members(taggers)  # retrained members may no longer decode alike
         return cls(taggers, settings)
 
     def encode(self, notes: Sequence[Note]) -> list[EnsembleEncoding]:
