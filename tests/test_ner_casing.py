@@ -190,6 +190,26 @@ def test_an_initial_already_predicted_is_not_added_twice() -> None:
     assert attach_initials(predicted, TEXT, "separate") == predicted
 
 
+@pytest.mark.parametrize(
+    ("text", "name", "initials"),
+    [
+        # "g." ends a word: only "V" is an initial, not the "g" of "evening"
+        ("Vent weaned later this evening. \nV. Finn, RRT", "Finn", ["V"]),
+        ("F/U AS APPROP. \nPG 33445", "PG", []),  # a line break is no gap
+        ("SPUTUM THICK WHITE. \nPASSY MUIR VALVE", "PASSY", []),
+        ("see E.\tWELSH", "WELSH", ["E"]),  # a tab is a gap, like one space
+        ("E.  WELSH", "WELSH", []),  # two spaces are too wide a gap
+    ],
+)
+def test_a_letter_ending_a_word_or_a_line_is_no_initial(
+    text: str, name: str, initials: list[str]
+) -> None:
+    start = text.index(name)
+    predicted = [Span(start, start + len(name), "DOCTOR")]
+    added = attach_initials(predicted, text, "separate")[:-1]
+    assert [text[s.start : s.end] for s in added] == initials
+
+
 # ---------------------------------------------------------------- training with both
 
 

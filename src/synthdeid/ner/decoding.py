@@ -26,7 +26,6 @@ Two steps:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -146,16 +145,27 @@ def decode_spans(
 
 NAME_LABELS = ("DOCTOR", "PATIENT")
 INITIAL_MODES = ("off", "separate", "join")
-# a letter that starts a word, then a period and at most one space or tab, at the end
-_INITIAL_BEFORE = re.compile(r"(?:^|(?<=[^0-9A-Za-z]))([A-Za-z])\.[ \t]?$")
+_INITIAL_GAP = " \t"
 
 
 def _initial_before(text: str, position: int) -> int | None:
-    """Start of the initial ("E. ") that ends right before ``position``, if any."""
-    match = _INITIAL_BEFORE.search(text[max(0, position - 4) : position])
-    if match is None:
+    """Start of the initial ("E. ") that ends right before ``position``, if any.
+
+    An initial is one ASCII letter that starts a word (nothing alphanumeric
+    before it), then a period, then at most one space or tab. A line break in
+    between, or a letter that ends a word ("evening.\nV. Finn"), is no initial.
+    """
+    end = position
+    if end > 0 and text[end - 1] in _INITIAL_GAP:
+        end -= 1
+    letter = end - 2
+    if letter < 0 or text[end - 1] != ".":
         return None
-    return max(0, position - 4) + match.start(1)
+    if not (text[letter].isascii() and text[letter].isalpha()):
+        return None
+    if letter > 0 and text[letter - 1].isalnum():
+        return None
+    return letter
 
 
 def attach_initials(
