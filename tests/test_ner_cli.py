@@ -234,6 +234,19 @@ def test_deid_unions_regex_dates(work: dict[str, Path]) -> None:
     assert {note.note_id: list(note.spans) for note in read_notes(out)} == expected
 
 
+def test_deid_records_the_safe_harbor_ages_policy(work: dict[str, Path]) -> None:
+    code, out = deid(work, "ages_off", "--o-threshold", "0.999")
+    assert code == 0
+    assert summary_of(out)["young_ages_dropped"] == 0
+    code, out_on = deid(work, "ages_on", "--o-threshold", "0.999", "--safe-harbor-ages")
+    assert code == 0
+    params = json.loads(out_on.with_suffix(".summary.json").read_text())["provenance"]["params"]
+    assert params["safe_harbor_ages"] is True
+    # the made-up notes write no age: the policy changes nothing there
+    assert summary_of(out_on)["young_ages_dropped"] == 0
+    assert read_notes(out_on) == read_notes(out)
+
+
 def test_deid_writes_keyed_surrogates(work: dict[str, Path], tmp_path: Path) -> None:
     key_file = tmp_path / "made-up.key"
     key_file.write_text("# a made-up test secret\nnot-a-real-secret-4711\n")

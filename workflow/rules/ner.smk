@@ -140,6 +140,7 @@ rule predict_ner:
     params:
         parts=config["ner"]["deid"]["parts"],
         mode=config["ner"]["deid"]["mode"],
+        ages="--safe-harbor-ages" if config["ner"]["deid"]["safe_harbor_ages"] else "",
         precision=config["ner"]["deid"]["precision"],
         batch_size=config["ner"]["deid"]["batch_size"],
         key_file=config["surrogate"]["key_file"] or "",
@@ -147,7 +148,8 @@ rule predict_ner:
         "synthdeid --log {log:q} deid --model {input.model:q} --notes {input.notes:q}"
         " --parts {params.parts:q} --out {output.predictions:q}"
         " --out-deidentified {output.deidentified:q} --summary {output.summary:q}"
-        " --mode {params.mode} --precision {params.precision} --batch-size {params.batch_size}"
+        " --mode {params.mode} {params.ages} --precision {params.precision}"
+        " --batch-size {params.batch_size}"
         " --key-file={params.key_file:q} --device cpu --threads {threads}"
 
 

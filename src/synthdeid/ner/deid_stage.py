@@ -11,6 +11,8 @@ the inserted text.
 ``--model`` is a trained model directory or an ensemble directory
 (``synthdeid ensemble-ner``). The ``O`` threshold and the regex detectors
 come from the directory (set at training); both can be overridden.
+``--safe-harbor-ages`` drops predicted spans that are ages of 89 or under
+("79 yo"), which HIPAA Safe Harbor lets stay (:mod:`synthdeid.ner.ages`).
 ``--precision`` picks the number format: ``fp32``, ``bf16`` (weights and
 products in bfloat16) or ``int8`` (dynamic quantization of the Linear
 layers, CPU only; ``--quantize`` is the same). ``bench/deid_throughput.py``
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from synthdeid.artifacts import make_provenance, write_json_atomic
 from synthdeid.errors import ConfigError
+from synthdeid.ner.ages import drop_young_ages
 from synthdeid.ner.regex_detectors import DETECTORS, detect, union_spans
 from synthdeid.notes import Note, Span, read_notes, splice, write_notes
 from synthdeid.surrogate.keying import SurrogateKey, load_key
@@ -62,16 +65,31 @@ def add_regex_spans(
     return merged, added
 
 
+def drop_young_age_spans(
+    notes: Sequence[Note], predicted: Sequence[list[Span]]
+) -> tuple[list[list[Span]], int]:
+    """Spans without the ages of 89 or under (Safe Harbor); returns them and how many went."""
+    kept = [drop_young_ages(spans, note.text) for note, spans in zip(notes, predicted, strict=True)]
+    return kept, sum(
+        len(before) - len(after) for before, after in zip(predicted, kept, strict=True)
+    )
+
+
 def predict_notes(
     tagger: SpanTagger,
     notes: Sequence[Note],
     *,
     o_threshold: float | None = None,
     regex_labels: Sequence[str] = (),
+    safe_harbor_ages: bool = False,
     batch_size: int = 32,
     progress: bool = True,
 ) -> tuple[list[Note], dict[str, Any]]:
-    """Notes carrying predicted spans (text unchanged) and throughput figures."""
+    """Notes carrying predicted spans (text unchanged) and throughput figures.
+
+    Spans are the model's, then the regex detectors' union, then (with
+    ``safe_harbor_ages``) without the ages of 89 or under.
+    """
     started = time.perf_counter()
     predicted = tagger.predict_spans(
         notes, o_threshold=o_threshold, batch_size=batch_size, progress=progress
@@ -79,6 +97,9 @@ def predict_notes(
     regex_added = 0
     if regex_labels:
         predicted, regex_added = add_regex_spans(notes, predicted, regex_labels)
+    young_ages = 0
+    if safe_harbor_ages:
+        predicted, young_ages = drop_young_age_spans(notes, predicted)
     seconds = time.perf_counter() - started
     output = [
         note.with_text(note.text, spans) for note, spans in zip(notes, predicted, strict=True)
@@ -88,6 +109,7 @@ def predict_notes(
         "predicted_spans": sum(len(s) for s in predicted),
         "predicted_by_label": dict(sorted(Counter(s.label for p in predicted for s in p).items())),
         "regex_spans_added": regex_added,
+        "young_ages_dropped": young_ages,
         "seconds": round(seconds, 3),
         "notes_per_second": round(len(notes) / seconds, 2) if seconds > 0 else None,
     }
@@ -114,6 +136,11 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--regex",
         default=None,
         help="comma-separated regex detector labels to union (default: the model's; 'none' = off)",
+    )
+    parser.add_argument(
+        "--safe-harbor-ages",
+        action="store_true",
+        help="drop predicted ages of 89 or under ('79 yo'): not identifiers under Safe Harbor",
     )
     parser.add_argument(
         "--precision", choices=PRECISIONS, default="fp32", help="inference number format"
@@ -181,6 +208,7 @@ def run(args: argparse.Namespace) -> None:
         notes,
         o_threshold=args.o_threshold,
         regex_labels=regex,
+        safe_harbor_ages=args.safe_harbor_ages,
         batch_size=args.batch_size,
     )
     params = {
@@ -188,6 +216,7 @@ def run(args: argparse.Namespace) -> None:
             tagger.settings.o_threshold if args.o_threshold is None else args.o_threshold
         ),
         "regex_detectors": regex,
+        "safe_harbor_ages": args.safe_harbor_ages,
         "precision": args.precision,
         "parts": args.parts,
         "mode": args.mode,
@@ -203,10 +232,12 @@ def run(args: argparse.Namespace) -> None:
     summary_path = args.summary or args.out.with_suffix(".summary.json")
     write_json_atomic({"summary": stats, "provenance": provenance}, summary_path)
     log.info(
-        "de-identified %d notes: %d spans (%d from regex) at %s notes/s -> %s",
+        "de-identified %d notes: %d spans (%d from regex, %d young ages dropped)"
+        " at %s notes/s -> %s",
         stats["notes"],
         stats["predicted_spans"],
         stats["regex_spans_added"],
+        stats["young_ages_dropped"],
         stats["notes_per_second"],
         args.out,
     )
