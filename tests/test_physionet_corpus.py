@@ -134,7 +134,7 @@ def check_template_pools(repo: Path, results: Path) -> None:
     removed = [
         s
         for s, _ in load_phi_surfaces(
-            results / "mask_seeds" / "physionet" / "removed_values.parquet"
+            results / "mask_seeds" / "physionet" / "local" / "removed_values.parquet"
         )
     ]
     long_surfaces = [s for s in removed if len("".join(s.split())) >= 3]

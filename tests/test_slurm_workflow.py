@@ -46,7 +46,7 @@ EXPECTED_ARTIFACTS = (
     "results/ingest_corpus/**/notes.parquet",
     "results/split_notes/**/notes.parquet",
     "results/mask_seeds/**/masked.parquet",
-    "results/mask_seeds/**/removed_values.parquet",
+    "results/mask_seeds/**/local/removed_values.parquet",
     "results/probe_gpu_env/**/environment.json",
     "results/fill_templates/**/pii.parquet",
     "results/diagnose_synthetic/**/labels.png",

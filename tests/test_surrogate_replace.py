@@ -169,7 +169,7 @@ def test_cli_streams_and_writes_schema_summary_without_the_key(tmp_path, monkeyp
     assert pq.ParquetFile(out).metadata.num_row_groups == 7  # streamed in batches of 4
     replaced = read_notes(out)
     assert len(replaced) == 25 and all("Ames" not in n.text for n in replaced)
-    written = "".join(p.read_text(errors="ignore") for p in out.parent.iterdir())
+    written = "".join(p.read_text(errors="ignore") for p in out.parent.rglob("*") if p.is_file())
     written += out.read_bytes().decode("latin-1")
     assert "cli-secret" not in written
     summary = json.loads((out.parent / "notes.summary.json").read_text())

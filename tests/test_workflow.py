@@ -103,7 +103,7 @@ def test_demo_run_writes_artifacts_with_their_schemas(workdir: Path) -> None:
     assert {n.split for n in masked} == {"seed"}
     assert all(PLACEHOLDER_RE.fullmatch(s.surface(n.text)) for n in masked for s in n.spans)
     removed, provenance = read_parquet_with_provenance(
-        results / "mask_seeds" / "demo" / "removed_values.parquet"
+        results / "mask_seeds" / "demo" / "local" / "removed_values.parquet"
     )
     assert removed.schema.remove_metadata() == REMOVED_SCHEMA.remove_metadata()
     assert removed.schema.metadata[b"synthdeid.local_only"] == b"true"

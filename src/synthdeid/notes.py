@@ -175,18 +175,67 @@ def notes_to_table(notes: Iterable[Note]) -> pa.Table:
     return pa.Table.from_pydict(rows, schema=NOTES_SCHEMA)
 
 
-def table_to_notes(table: pa.Table, *, path: str | Path) -> list[Note]:
-    """Convert a table to notes, checking the schema and every note's spans."""
+class NoteIds:
+    """The note ids seen so far in one table or corpus: each non-blank, none twice.
+
+    One instance spans a whole read (every batch of a streamed table, every
+    record of a corpus), so a duplicate is found however far apart the two
+    records are. The error names both.
+    """
+
+    def __init__(self) -> None:
+        self._first: dict[str, tuple[str, str | None]] = {}  # id -> (path, record)
+
+    def __len__(self) -> int:
+        return len(self._first)
+
+    def add(self, note_id: str, *, path: str | Path, record: str | None) -> None:
+        """Record ``note_id``; raise :class:`InputError` if blank or already seen."""
+        if not note_id.strip():
+            raise InputError(
+                path, record, f"blank note_id {note_id!r}", "every note needs a non-blank id"
+            )
+        first = self._first.get(note_id)
+        if first is not None:
+            first_path, first_record = first
+            if first_record is not None and first_path == str(path):
+                where = first_record
+            else:
+                where = first_path if first_record is None else f"{first_path}: {first_record}"
+            raise InputError(
+                path,
+                record,
+                f"duplicate note_id {note_id!r}, first used at {where}",
+                "note ids must be unique over the whole table",
+            )
+        self._first[note_id] = (str(path), record)
+
+
+def require_notes(
+    count: int, *, path: str | Path, hint: str = "check the step that wrote it"
+) -> None:
+    """Refuse a table or corpus with no notes (a stage that needs notes would write nothing)."""
+    if count == 0:
+        raise InputError(path, None, "holds no notes", hint)
+
+
+def table_to_notes(
+    table: pa.Table, *, path: str | Path, ids: NoteIds | None = None, first_row: int = 0
+) -> list[Note]:
+    """Convert a table to notes, checking the schema, every note's spans and its id.
+
+    ``ids`` carries the ids already read when a table is read in batches
+    (``first_row``: the row number of the batch's first row), so uniqueness
+    holds over the whole table.
+    """
     missing = [name for name in NOTES_SCHEMA.names if name not in table.column_names]
     if missing:
         raise InputError(path, None, f"not a notes table: missing columns {missing}")
+    ids = NoteIds() if ids is None else ids
     notes: list[Note] = []
-    seen: set[str] = set()
-    for row in table.select(NOTES_SCHEMA.names).to_pylist():
+    for number, row in enumerate(table.select(NOTES_SCHEMA.names).to_pylist(), start=first_row):
         record = f"note {row['note_id']!r}"
-        if row["note_id"] in seen:
-            raise InputError(path, record, "duplicate note_id")
-        seen.add(row["note_id"])
+        ids.add(row["note_id"], path=path, record=f"row {number} ({record})")
         spans = [Span(s["start"], s["end"], s["label"]) for s in row["spans"]]
         notes.append(
             Note(
@@ -210,6 +259,9 @@ def write_notes(
     return table
 
 
-def read_notes(path: str | Path) -> list[Note]:
+def read_notes(path: str | Path, *, nonempty: bool = False) -> list[Note]:
+    """Read and check a notes table; ``nonempty``: refuse one without notes."""
     table, _ = read_parquet_with_provenance(path)
+    if nonempty:
+        require_notes(table.num_rows, path=path)
     return table_to_notes(table, path=path)

@@ -2,14 +2,15 @@ rule mask_seeds:
     """Replace the PHI of seed notes by typed, numbered placeholders.
 
     input:  split notes.parquet
-    output: masked.parquet (placeholder spans), removed_values.parquet (the
-            original surfaces: local only, never sent anywhere), summary.json
+    output: masked.parquet (placeholder spans), summary.json;
+            local/removed_values.parquet (the original surfaces: local only,
+            never sent anywhere, released or read by the report)
     """
     input:
         notes=rules.split_notes.output.notes,
     output:
         masked="results/mask_seeds/{corpus}/masked.parquet",
-        removed="results/mask_seeds/{corpus}/removed_values.parquet",
+        removed="results/mask_seeds/{corpus}/local/removed_values.parquet",
         summary="results/mask_seeds/{corpus}/summary.json",
     log:
         "logs/mask_seeds/{corpus}.log",

@@ -2,8 +2,10 @@ rule replace_surrogates:
     """Replace the gold PHI spans of the split corpus by keyed surrogates (a releasable corpus).
 
     input:  split notes.parquet
-    output: notes.parquet (surrogate text, re-projected spans, offset map),
-            summary.json, leftovers.json (local only: original surfaces still in the text)
+    output: notes.parquet (surrogate text, re-projected spans), summary.json;
+            local/ (local only, never released or read by the report):
+            offsets.parquet (original -> surrogate offsets of every span),
+            leftovers.json (original surfaces still in the text)
     The secret comes from surrogate.key_file or $SYNTHDEID_SECRET; only its
     fingerprint is a parameter (so a new key reruns this branch).
     """
@@ -12,7 +14,8 @@ rule replace_surrogates:
     output:
         notes="results/replace_surrogates/{corpus}/notes.parquet",
         summary="results/replace_surrogates/{corpus}/summary.json",
-        leftovers="results/replace_surrogates/{corpus}/leftovers.json",
+        offsets="results/replace_surrogates/{corpus}/local/offsets.parquet",
+        leftovers="results/replace_surrogates/{corpus}/local/leftovers.json",
     log:
         "logs/replace_surrogates/{corpus}.log",
     benchmark:
@@ -30,3 +33,4 @@ rule replace_surrogates:
         " --labels {params.labels:q} --policies {params.policies:q}"
         " --consistency {params.consistency:q} --key-file={params.key_file:q}"
         " --summary {output.summary:q} --leftovers {output.leftovers:q}"
+        " --offsets {output.offsets:q}"

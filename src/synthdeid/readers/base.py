@@ -3,8 +3,9 @@
 A reader turns one corpus on disk into canonical :class:`~synthdeid.notes.Note`
 objects, mapping its categories through a :class:`~synthdeid.labels.LabelMap`
 and checking every span (in range, surface equal to the annotated text where
-the format records it, no overlaps). Readers register under a class-level
-``name``, which is the ``corpus.format`` value in the config.
+the format records it, no overlaps) and every note id (non-blank, unique over
+the whole corpus, through :attr:`CorpusReader.note_ids`). Readers register
+under a class-level ``name``, which is the ``corpus.format`` value in the config.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import ClassVar
 
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.labels import LabelMap
-from synthdeid.notes import Note, Span, check_spans, merge_same_label_overlaps
+from synthdeid.notes import Note, NoteIds, Span, check_spans, merge_same_label_overlaps
 
 READERS: dict[str, type[CorpusReader]] = {}
 
@@ -123,6 +124,8 @@ class CorpusReader(ABC):
         self.merged_overlaps: list[str] = []
         # spans whose stated surface was compared with the text (and matched)
         self.surfaces_verified = 0
+        # every note id read so far: readers add each one with the record it came from
+        self.note_ids = NoteIds()
 
     def finish_spans(
         self, text: str, spans: list[Span], *, path: str | Path, record: str

@@ -21,6 +21,7 @@ from synthdeid.artifacts import (
     write_json_atomic,
 )
 from synthdeid.errors import ConfigError, InputError
+from synthdeid.local_only import LOCAL_ONLY_METADATA, local_path
 from synthdeid.notes import NOTES_SCHEMA, notes_to_table, table_to_notes
 from synthdeid.surrogate.keying import load_key
 from synthdeid.surrogate.operators.base import CONSISTENCY_SCOPES
@@ -37,12 +38,27 @@ OFFSET_TYPE = pa.struct(
     ]
 )
 
-# the canonical notes table plus the offset map and the leftover count
+# the releasable output: the canonical notes table plus the leftover count. The
+# original offsets would give the length of every original value, so they go to
+# the local-only OFFSETS_SCHEMA table instead.
 SURROGATE_SCHEMA = NOTES_SCHEMA.append(
-    pa.field("offset_map", pa.list_(pa.field("item", OFFSET_TYPE, nullable=False)), nullable=False)
-).append(pa.field("original_surfaces_left", pa.int32(), nullable=False))
+    pa.field("original_surfaces_left", pa.int32(), nullable=False)
+)
 
-OFFSET_LIST_TYPE = SURROGATE_SCHEMA.field("offset_map").type
+# local only: where each input span went (old -> new offsets), per note
+OFFSETS_SCHEMA = pa.schema(
+    [
+        pa.field("note_id", pa.string(), nullable=False),
+        pa.field(
+            "offset_map",
+            pa.list_(pa.field("item", OFFSET_TYPE, nullable=False)),
+            nullable=False,
+        ),
+    ],
+    metadata=LOCAL_ONLY_METADATA,
+)
+
+OFFSET_LIST_TYPE = OFFSETS_SCHEMA.field("offset_map").type
 
 MAX_EXAMPLES = 50
 
@@ -57,7 +73,16 @@ class RunStats:
 
 
 def results_table(results: list[ReplacedNote]) -> pa.Table:
+    """The releasable rows: surrogate notes and how many original surfaces each still holds."""
     table = notes_to_table(r.note for r in results)
+    return table.append_column(
+        SURROGATE_SCHEMA.field("original_surfaces_left"),
+        pa.array([len(r.surfaces_left) for r in results], pa.int32()),
+    )
+
+
+def offsets_table(results: list[ReplacedNote]) -> pa.Table:
+    """The local-only rows: each note's offset map (original -> surrogate offsets)."""
     offsets = [
         [
             {
@@ -70,25 +95,28 @@ def results_table(results: list[ReplacedNote]) -> pa.Table:
         ]
         for r in results
     ]
-    table = table.append_column(
-        SURROGATE_SCHEMA.field("offset_map"), pa.array(offsets, OFFSET_LIST_TYPE)
-    )
-    return table.append_column(
-        SURROGATE_SCHEMA.field("original_surfaces_left"),
-        pa.array([len(r.surfaces_left) for r in results], pa.int32()),
+    return pa.table(
+        {
+            "note_id": pa.array([r.note.note_id for r in results], pa.string()),
+            "offset_map": pa.array(offsets, OFFSET_LIST_TYPE),
+        },
+        schema=OFFSETS_SCHEMA,
     )
 
 
 def replace_file(
     in_path: Path,
     out_path: Path,
+    offsets_path: Path,
     replacer: SurrogateReplacer,
     provenance: dict[str, Any],
     batch_rows: int = 2048,
 ) -> RunStats:
     """Stream ``in_path`` row group by row group into ``out_path`` (atomic).
 
-    Memory stays bounded by one batch whatever the input size.
+    The offset maps go to the local-only ``offsets_path`` (atomic too; both
+    files appear only when both are complete). Memory stays bounded by one
+    batch whatever the input size.
     """
     source = open_parquet(in_path)
     missing = [n for n in NOTES_SCHEMA.names if n not in source.schema_arrow.names]
@@ -99,11 +127,20 @@ def replace_file(
     )
     stats = RunStats()
     progress = tqdm(total=source.metadata.num_rows, desc="surrogate", unit="note", mininterval=2)
-    with atomic_path(out_path) as tmp, pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+    offsets_schema = OFFSETS_SCHEMA.with_metadata(
+        {**LOCAL_ONLY_METADATA, PROVENANCE_KEY: schema.metadata[PROVENANCE_KEY]}
+    )
+    with (
+        atomic_path(offsets_path) as offsets_tmp,
+        atomic_path(out_path) as tmp,
+        pq.ParquetWriter(tmp, schema, compression="zstd") as writer,
+        pq.ParquetWriter(offsets_tmp, offsets_schema, compression="zstd") as offsets_writer,
+    ):
         for batch in source.iter_batches(batch_size=batch_rows, columns=NOTES_SCHEMA.names):
             notes = table_to_notes(pa.Table.from_batches([batch]), path=in_path)
             results = [replacer.replace_note(note) for note in notes]
             writer.write_table(results_table(results).cast(SURROGATE_SCHEMA))
+            offsets_writer.write_table(offsets_table(results).cast(offsets_schema))
             for result in results:
                 stats.notes += 1
                 stats.spans += len(result.note.spans)
@@ -146,7 +183,15 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--leftovers",
         type=Path,
         default=None,
-        help="local-only JSON of original surfaces still in the output (default: beside OUT)",
+        help="local-only JSON of original surfaces still in the output "
+        "(default: local/<OUT stem>.leftovers.json beside OUT)",
+    )
+    parser.add_argument(
+        "--offsets",
+        type=Path,
+        default=None,
+        help="local-only Parquet of each span's original and surrogate offsets "
+        "(default: local/<OUT stem>.offsets.parquet beside OUT)",
     )
     parser.add_argument("--batch-rows", type=int, default=2048)
 
@@ -158,7 +203,8 @@ def run(args: argparse.Namespace) -> None:
     replacer = SurrogateReplacer(key, args.policies, args.labels, args.consistency)
     stem = args.output.with_suffix("")
     summary_path = args.summary or stem.with_name(f"{stem.name}.summary.json")
-    leftovers_path = args.leftovers or stem.with_name(f"{stem.name}.leftovers.json")
+    leftovers_path = args.leftovers or local_path(args.output, ".leftovers.json")
+    offsets_path = args.offsets or local_path(args.output, ".offsets.parquet")
     params = {
         "labels": sorted(replacer.labels),
         "policies": {
@@ -168,7 +214,9 @@ def run(args: argparse.Namespace) -> None:
         "key_fingerprint": key.fingerprint(),
     }
     provenance = make_provenance("surrogate", params, {"notes": args.input})
-    stats = replace_file(args.input, args.output, replacer, provenance, args.batch_rows)
+    stats = replace_file(
+        args.input, args.output, offsets_path, replacer, provenance, args.batch_rows
+    )
     summary = {
         "notes": stats.notes,
         "spans": stats.spans,
