@@ -95,7 +95,10 @@ def test_retries_run_out(chat_server: ScriptedChatServer) -> None:
         chat_server.push(500, {"error": {"message": "down"}})
     chat_server.push(body=ok_body("too late"))
     [result] = backend(chat_server, max_retries=2).complete_many([request()])
-    assert result == ChatFailure("http 500 after 3 attempts")
+    body_chars = len(json.dumps({"error": {"message": "down"}}))
+    assert result == ChatFailure(
+        f"HTTP 500 (InternalServerError), body {body_chars} chars after 3 attempts"
+    )
     assert chat_server.count == 3
 
 
@@ -121,14 +124,15 @@ def test_retry_after_forms() -> None:
 def test_client_errors_fail_at_once(chat_server: ScriptedChatServer) -> None:
     chat_server.push(400, {"error": {"message": "max_tokens is too large"}})
     [result] = backend(chat_server).complete_many([request()])
-    assert result == ChatFailure("http 400: max_tokens is too large")
+    body_chars = len(json.dumps({"error": {"message": "max_tokens is too large"}}))
+    assert result == ChatFailure(f"HTTP 400 (BadRequestError), body {body_chars} chars")
     assert chat_server.count == 1
 
 
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
-        ("<html>gateway</html>", "malformed response: body is not JSON (http 200)"),
+        ("<html>gateway</html>", "malformed response: body is not JSON (HTTP 200, body 20 chars)"),
         ({"choices": []}, "malformed response: no choices[0].message.content"),
         ({"object": "chat.completion"}, "malformed response: no choices[0].message.content"),
         (
@@ -339,7 +343,9 @@ def test_factory_builds_each_kind(chat_server: ScriptedChatServer, tmp_path: Pat
     assert isinstance(client, OpenAICompatibleBackend)
     assert client.describe()["base_url"] == chat_server.url
     assert isinstance(client.cache, ResponseCache)
-    guarded = build_backend(settings, cache_dir=None, guard=RequestGuard(["Quackenbush"], None))
+    guarded = build_backend(
+        settings, cache_dir=None, guard=RequestGuard(["Quackenbush"], None, placeholders=["DOCTOR"])
+    )
     assert isinstance(guarded, GuardedBackend) and guarded.describe()["guard"]["phi_surfaces"] == 1
     local = build_backend(
         {"kind": "transformers", "model": str(tmp_path), "batch_size": 2}, cache_dir=None

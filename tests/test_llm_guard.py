@@ -26,8 +26,13 @@ from synthdeid.llm import (
     load_phi_surfaces,
 )
 from synthdeid.mask import RemovedValue, removed_table
+from synthdeid.synthesis.placeholders import load_allowlist
 
 chat_server = llm_server.chat_server  # the fixture
+
+REPO = Path(__file__).resolve().parents[1]
+# the allowlisted placeholder names (DOCTOR, PATIENT, DATE, ...): the only ones blanked
+PLACEHOLDERS = load_allowlist(REPO / "resources" / "placeholders.yaml").names
 
 CANARY = "Zebulon Quackenbush"
 SURFACES = [
@@ -52,7 +57,7 @@ def scanner() -> IdentifierScanner:
 
 @pytest.fixture
 def guard(scanner: IdentifierScanner) -> RequestGuard:
-    return RequestGuard(SURFACES, scanner)
+    return RequestGuard(SURFACES, scanner, placeholders=PLACEHOLDERS)
 
 
 def prompt(note: str) -> ChatRequest:
@@ -107,7 +112,7 @@ def test_surfaces_match_any_case_and_spacing(guard: RequestGuard) -> None:
 
 
 def test_surfaces_match_whole_words_only() -> None:
-    guard = RequestGuard([("Ann", "PATIENT")], None)
+    guard = RequestGuard([("Ann", "PATIENT")], None, placeholders=PLACEHOLDERS)
     assert guard.check("Annual exam. Joanne and Anna came; planned annually.") == []
     assert guard.check("Ann came in.") != []
     assert guard.check("seen by ann.") != []
@@ -117,7 +122,9 @@ def test_short_surfaces_are_skipped_and_counted(guard: RequestGuard) -> None:
     assert guard.skipped == 2
     assert guard.surfaces == 4  # the two spellings of Mercy General are one surface
     assert guard.check("JT reviewed; 42 mg given") == []
-    stricter = RequestGuard([("JT", "DOCTOR")], None, min_surface_chars=2)
+    stricter = RequestGuard(
+        [("JT", "DOCTOR")], None, min_surface_chars=2, placeholders=PLACEHOLDERS
+    )
     assert stricter.skipped == 0 and stricter.check("JT reviewed") != []
 
 
@@ -136,7 +143,7 @@ def test_identifier_like_strings_are_refused(guard: RequestGuard, text: str, rea
 
 def test_placeholders_pass(guard: RequestGuard) -> None:
     assert guard.check(CLEAN) == []
-    placeholder_words = RequestGuard([("Doctor", "DOCTOR")], None)
+    placeholder_words = RequestGuard([("Doctor", "DOCTOR")], None, placeholders=PLACEHOLDERS)
     assert placeholder_words.check("[[DOCTOR_1]] reviewed [[DOCTOR_2]]'s note") == []
     assert placeholder_words.check("The doctor reviewed it") != []
 
@@ -179,7 +186,7 @@ def test_counters_add_up(chat_server: ScriptedChatServer, guard: RequestGuard) -
 
 
 def test_guard_without_scanner_checks_surfaces_only() -> None:
-    guard = RequestGuard([CANARY], None)
+    guard = RequestGuard([CANARY], None, placeholders=PLACEHOLDERS)
     assert guard.check("Seen 3/14/2019 by Jennifer") == []
     assert guard.check(f"Seen by {CANARY}") == ["seed PHI surface (label unknown, 19 chars)"]
 
@@ -209,10 +216,112 @@ def test_guard_is_fast_on_thousands_of_surfaces(scanner: IdentifierScanner) -> N
         (" ".join("".join(rng.choice(letters) for _ in range(rng.randint(4, 9))) for _ in range(rng.randint(1, 3))), "X")
         for _ in range(2000)
     ]  # fmt: skip
-    guard = RequestGuard(surfaces, scanner)
+    guard = RequestGuard(surfaces, scanner, placeholders=PLACEHOLDERS)
     note = (CLEAN + " ") * 25  # about 4,000 characters
     start = time.perf_counter()
     for _ in range(200):
         guard.check(note)
     per_request = (time.perf_counter() - start) / 200
     assert per_request < 0.05  # measured a few ms; this only catches a quadratic blow-up
+
+
+# -- disguised surfaces -------------------------------------------------------------
+
+PLAIN_REASON = "seed PHI surface (label PATIENT, 19 chars)"
+
+
+def fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else "\u3000" for c in text)
+
+
+@pytest.mark.parametrize(
+    "disguised",
+    [
+        pytest.param(CANARY, id="plain"),
+        pytest.param("Zebulon Quack\u200benbush", id="zero-width-space"),
+        pytest.param("Zebu\u00adlon Quacken\u00adbush", id="soft-hyphen"),
+        pytest.param("Zebulon Quack\u2060enbush", id="word-joiner"),
+        pytest.param("\ufeffZebulon Quacken\ufeffbush", id="byte-order-mark"),
+        pytest.param("Zebulon Quack\u200denbu\u200csh", id="zero-width-joiners"),
+        pytest.param(fullwidth(CANARY), id="fullwidth"),
+        pytest.param("Zebul\u043en Qu\u0430ck\u0435nbu\u0455h", id="cyrillic-homoglyphs"),
+        pytest.param("\u0396ebul\u03bfn Quackenbush", id="greek-homoglyphs"),
+        pytest.param("\U0001d419\U0001d41e\U0001d41b\U0001d42e\U0001d425\U0001d428\U0001d427 Quackenbush", id="math-bold"),
+        pytest.param("Zebulon Quack-enbush", id="hyphen-split"),
+        pytest.param("Zebulon Qua-ck-en-bush", id="hyphens-split"),
+        pytest.param("Zebulon Quack\u2013enbush", id="en-dash-split"),
+        pytest.param("Zebulon Quack\u2011enbush", id="non-breaking-hyphen-split"),
+        pytest.param("Zebulon-Quackenbush", id="hyphen-as-word-break"),
+        pytest.param("Zebulon Q\u0336uackenbush", id="combining-overlay"),
+        pytest.param("ZEBULON qu\u0430ck\u200b-\uff45nbush", id="mixed"),
+    ],
+)  # fmt: skip
+def test_disguised_surfaces_are_refused_as_the_plain_one(
+    disguised: str, chat_server: ScriptedChatServer
+) -> None:
+    guard = RequestGuard([(CANARY, "PATIENT")], None, placeholders=PLACEHOLDERS)
+    assert guard.check(f"Seen by {disguised} today. {CLEAN}") == [PLAIN_REASON]
+    guarded = GuardedBackend(OpenAICompatibleBackend(chat_server.url, "m"), guard)
+    [result] = guarded.complete_many([prompt(f"Seen by {disguised} today.")])
+    assert result == ChatFailure("refused by guard: " + PLAIN_REASON)
+    assert chat_server.count == 0
+
+
+@pytest.mark.parametrize(
+    "stored",
+    [
+        pytest.param(fullwidth(CANARY), id="fullwidth"),
+        pytest.param("Zebulon Qu\u0430ck\u200benbush", id="cyrillic-and-zero-width"),
+        pytest.param("Zebulon Quack-enbush", id="hyphen-split"),
+    ],
+)
+def test_disguised_stored_surfaces_find_the_plain_text(stored: str) -> None:
+    guard = RequestGuard([(stored, "PATIENT")], None, placeholders=PLACEHOLDERS)
+    assert guard.check(f"Seen by {CANARY} today.") == [PLAIN_REASON]
+
+
+def test_folding_keeps_whole_word_matching() -> None:
+    guard = RequestGuard(
+        [("Ann", "PATIENT"), ("Smythe", "DOCTOR"), ("Mary-Jo", "PATIENT")],
+        None,
+        placeholders=PLACEHOLDERS,
+    )
+    assert guard.surfaces == 3
+    # a surface inside a hyphenated word is still found, as before folding
+    assert guard.check("Seen with Smythe-Hall.") == ["seed PHI surface (label DOCTOR, 6 chars)"]
+    assert guard.check("Seen with mary jo and MARYJO.") == [
+        "seed PHI surface (label PATIENT, 7 chars)",
+        "seed PHI surface (label PATIENT, 6 chars)",
+    ]
+    # joined words never create a whole-word match that was not there
+    assert guard.check("An\u200bnual follow-up; Jo\u0430nne well-known; An-nual exam.") == []
+
+
+def test_only_allowlisted_placeholders_are_blanked(scanner: IdentifierScanner) -> None:
+    guard = RequestGuard([("Quackenbush", "PATIENT")], scanner, placeholders=PLACEHOLDERS)
+    assert guard.check("[[DOCTOR_1]] saw [[PATIENT_2]] at [[HOSPITAL_1]].") == []
+    # a seed surface written as a placeholder the allowlist does not have is searched
+    assert guard.check("[[DOCTOR_1]] saw [[QUACKENBUSH_1]].") == [
+        "seed PHI surface (label PATIENT, 11 chars)"
+    ]
+    only_doctor = RequestGuard([("Patient", "PATIENT")], None, placeholders=["DOCTOR"])
+    assert only_doctor.check("[[DOCTOR_1]] saw [[PATIENT_1]]") == [
+        "seed PHI surface (label PATIENT, 7 chars)"
+    ]
+    with pytest.raises(TypeError, match="placeholder names"):
+        RequestGuard(SURFACES, None, placeholders="DOCTOR")
+
+
+def test_disguised_placeholders_are_blanked() -> None:
+    guard = RequestGuard([("Doctor", "DOCTOR")], None, placeholders=PLACEHOLDERS)
+    assert guard.check("\uff3b\uff3bDOCTOR_1\uff3d\uff3d reviewed [[D\u041eCTOR_2]]") == []
+
+
+def test_guard_is_fast_on_disguised_text(scanner: IdentifierScanner) -> None:
+    guard = RequestGuard([(CANARY, "PATIENT")], scanner, placeholders=PLACEHOLDERS)
+    note = (CLEAN.replace("a", "\u0430").replace("e", "e\u200b") + " follow-up ") * 25
+    start = time.perf_counter()
+    for _ in range(100):
+        assert guard.check(note) == []
+    per_request = (time.perf_counter() - start) / 100
+    assert per_request < 0.05  # linear: a fold and two readings, no per-surface scan

@@ -45,7 +45,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from synthdeid.errors import ConfigError
@@ -140,9 +140,16 @@ def faker_names(locale: str = "en_US") -> frozenset[str]:
     return pools["first"].casefolded() | pools["last"].casefolded()
 
 
-def blank_placeholders(text: str) -> str:
-    """``text`` with every ``[[LABEL_n]]`` placeholder replaced by spaces (same length)."""
-    return PLACEHOLDER_RE.sub(lambda m: " " * (m.end() - m.start()), text)
+def blank_placeholders(text: str, names: Collection[str] | None = None) -> str:
+    """``text`` with its ``[[NAME_n]]`` placeholders replaced by spaces (same length).
+
+    ``names``: blank only placeholders of these names (an allowlist); others
+    stay as they are, to be searched like any other text. None: every one.
+    """
+    return PLACEHOLDER_RE.sub(
+        lambda m: " " * (m.end() - m.start()) if names is None or m.group(1) in names else m[0],
+        text,
+    )
 
 
 class IdentifierScanner:
@@ -175,9 +182,13 @@ class IdentifierScanner:
     def _key(word: str) -> str:
         return word.replace("'", "").replace("\u2019", "").casefold()
 
-    def scan(self, text: str) -> list[Finding]:
-        """The identifier-like strings of ``text``, sorted, non-overlapping."""
-        blanked = blank_placeholders(text)
+    def scan(self, text: str, *, placeholder_names: Collection[str] | None = None) -> list[Finding]:
+        """The identifier-like strings of ``text``, sorted, non-overlapping.
+
+        ``placeholder_names``: only placeholders of these names are blanked
+        (see :func:`blank_placeholders`; None: every placeholder).
+        """
+        blanked = blank_placeholders(text, placeholder_names)
         wanted = self.kinds_reported
         found = [
             *(self._emails(blanked) if "email" in wanted else []),

@@ -55,7 +55,11 @@ class ResponseCache:
             self.misses += 1
             return None
         except (OSError, ValueError, KeyError, TypeError) as error:
-            log.warning("response cache: unreadable entry %s (%s); treated as a miss", path, error)
+            log.warning(
+                "response cache: unreadable entry %s (%s); treated as a miss",
+                path,
+                type(error).__name__,
+            )
             self.misses += 1
             return None
         self.hits += 1

@@ -13,17 +13,27 @@ contains
 * an identifier-like string (a date, phone number, record number, e-mail
   address, URL or person name) found by :class:`IdentifierScanner`.
 
-Placeholders are blanked before either search. A refused request is never
-sent: :class:`GuardedBackend` answers it with a :class:`ChatFailure` and
-counts the reasons. Reasons name the kind, label and length of what was
-found, never the text itself, so logs and failure records carry no PHI.
+Surfaces and request text are both folded first (:mod:`.folding`:
+compatibility forms, zero-width and other format characters, accents,
+Cyrillic and Greek look-alikes, a hyphen between letters read as nothing or
+as a word break), so a surface disguised in any of these ways is refused as
+the plain surface is. Then the placeholders of the allowlist
+(resources/placeholders.yaml: ``[[DOCTOR_1]]``) are blanked; any other
+``[[NAME_n]]`` is searched like the rest of the text. The search stays
+linear in the text's length: a fold, two readings at most, and set probes
+of token n-grams.
+
+A refused request is never sent: :class:`GuardedBackend` answers it with a
+:class:`ChatFailure` and counts the reasons. Reasons name the kind, label
+and length (in folded characters) of what was found, never the text itself,
+so logs and failure records carry no PHI.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +42,7 @@ from synthdeid.artifacts import open_parquet
 from synthdeid.errors import InputError
 from synthdeid.identifiers import IdentifierScanner, blank_placeholders
 from synthdeid.llm.base import ChatBackend, ChatFailure, ChatRequest, ChatResult
+from synthdeid.llm.folding import matching_forms
 from synthdeid.mentions import SurfaceIndex
 
 log = logging.getLogger(__name__)
@@ -59,7 +70,9 @@ class RequestGuard:
 
     ``phi_surfaces``: the removed surfaces, as strings or ``(surface, label)``
     pairs (the label goes into reasons). ``scanner``: the identifier scanner
-    (None: only PHI surfaces are searched).
+    (None: only PHI surfaces are searched). ``placeholders``: the names of the
+    allowlisted placeholders (``DOCTOR``, ``DATE``, ...), the only ones
+    blanked before the search.
     """
 
     def __init__(
@@ -67,28 +80,39 @@ class RequestGuard:
         phi_surfaces: Iterable[str | tuple[str, str]],
         scanner: IdentifierScanner | None,
         min_surface_chars: int = 3,
+        *,
+        placeholders: Collection[str],
     ) -> None:
+        if isinstance(placeholders, str):
+            raise TypeError("placeholders must be a collection of placeholder names, not a string")
         self.scanner = scanner
         self.min_surface_chars = min_surface_chars
+        self.placeholders = frozenset(placeholders)
+        # every matching form of every surface, by its token key -> the surface's labels
         self._labels: dict[tuple[str, ...], set[str]] = {}
+        searched: set[tuple[str, ...]] = set()
         kept: list[str] = []
         self.skipped = 0
         for item in phi_surfaces:
             surface, label = (item, None) if isinstance(item, str) else item
-            key = _surface_key(surface)
-            if key is None or len("".join(surface.split())) < min_surface_chars:
+            forms = matching_forms(surface)
+            keyed = [(form, key) for form in forms if (key := _surface_key(form)) is not None]
+            if not keyed or len("".join(forms[0].split())) < min_surface_chars:
                 self.skipped += 1
                 continue
-            if key not in self._labels:
-                kept.append(surface)
-                self._labels[key] = set()
-            if label:
-                self._labels[key].add(label)
+            searched.add(keyed[-1][1])  # the word-break reading: one per distinct surface
+            for form, key in keyed:
+                if key not in self._labels:
+                    kept.append(form)
+                    self._labels[key] = set()
+                if label:
+                    self._labels[key].add(label)
+        self._surfaces = len(searched)
         self._index = SurfaceIndex(kept, min_chars=min_surface_chars)
         if self.skipped:
             log.info(
                 "request guard: %d PHI surfaces searched; %d shorter than %d characters skipped",
-                len(self._index),
+                self._surfaces,
                 self.skipped,
                 min_surface_chars,
             )
@@ -96,7 +120,7 @@ class RequestGuard:
     @property
     def surfaces(self) -> int:
         """How many distinct PHI surfaces are searched for."""
-        return len(self._index)
+        return self._surfaces
 
     def describe(self) -> dict[str, Any]:
         """For provenance: counts and settings, never the surfaces."""
@@ -105,20 +129,28 @@ class RequestGuard:
             "phi_surfaces_skipped": self.skipped,
             "min_surface_chars": self.min_surface_chars,
             "identifier_scanner": self.scanner is not None,
+            "placeholders": sorted(self.placeholders),
         }
+
+    def forms(self, text: str) -> tuple[str, ...]:
+        """The texts searched for ``text``: folded, each dash reading, placeholders blanked."""
+        return tuple(blank_placeholders(form, self.placeholders) for form in matching_forms(text))
 
     def findings(self, text: str) -> list[GuardFinding]:
         """Everything in ``text`` that makes it unfit to send (empty: it may go)."""
-        blanked = blank_placeholders(text)
+        forms = self.forms(text)
         found = [
-            self._surface_finding(blanked, start, end) for start, end in self._index.find(blanked)
+            self._surface_finding(form, start, end)
+            for form in forms
+            for start, end in self._index.find(form)
         ]
         if self.scanner is not None:
             found += [
                 GuardFinding(f.kind, f"identifier-like {f.describe()}")
-                for f in self.scanner.scan(blanked)
+                for form in forms
+                for f in self.scanner.scan(form, placeholder_names=self.placeholders)
             ]
-        return found
+        return list(dict.fromkeys(found))
 
     def check(self, text: str) -> list[str]:
         """The reasons to refuse ``text``, without duplicates (empty: it may be sent)."""

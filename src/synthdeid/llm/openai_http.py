@@ -13,6 +13,11 @@ exception that costs the rest of the batch. Redirects are never followed
 take proxies from ``HTTP(S)_PROXY``; the teacher turns it off, so that raw
 notes go straight to the trusted host.
 
+A server's error body may echo the prompt, and so carry PHI: failure reasons
+and log lines name the status, an error class and the body's length
+(``HTTP 500 (InternalServerError), body 183 chars``), never the body's text,
+and an exception only by its class.
+
 The API key is read once, from the environment variable the configuration
 names (never from the configuration itself), and only ever goes into the
 ``Authorization`` header: not into :meth:`describe`, logs or failure reasons.
@@ -45,7 +50,16 @@ from synthdeid.llm.cache import ResponseCache
 log = logging.getLogger(__name__)
 
 MAX_RETRY_AFTER_S = 300.0
-_ERROR_SNIPPET_CHARS = 200
+# error classes by HTTP status (the names the OpenAI client library gives them)
+_ERROR_CLASSES = {
+    400: "BadRequestError",
+    401: "AuthenticationError",
+    403: "PermissionDeniedError",
+    404: "NotFoundError",
+    409: "ConflictError",
+    422: "UnprocessableEntityError",
+    429: "RateLimitError",
+}
 
 
 @dataclass(frozen=True)
@@ -157,7 +171,8 @@ class OpenAICompatibleBackend(CachedChatBackend):
             if not isinstance(outcome, _Retry):
                 return outcome
             if attempt + 1 == attempts:
-                return ChatFailure(f"{outcome.reason} after {attempts} attempts")
+                tries = f"{attempts} attempt" + ("s" if attempts != 1 else "")
+                return ChatFailure(f"{outcome.reason} after {tries}")
             delay = self._delay(attempt, outcome.retry_after_s)
             log.warning(
                 "%s: %s; retry %d of %d in %.2f s",
@@ -195,12 +210,13 @@ class OpenAICompatibleBackend(CachedChatBackend):
             return ChatFailure(f"request failed: {type(error).__name__}")
         status = response.status_code
         if status == 429 or status >= 500:
-            return _Retry(f"http {status}", _retry_after(response.headers.get("Retry-After")))
+            retry_after = _retry_after(response.headers.get("Retry-After"))
+            return _Retry(http_error_reason(response), retry_after)
         if status >= 400:
-            return ChatFailure(f"http {status}: {_error_snippet(response)}")
+            return ChatFailure(http_error_reason(response))
         if 300 <= status < 400:
             # never forwarded: a redirect could carry the request (and its key) to another host
-            return ChatFailure(f"http {status}: redirect not followed")
+            return ChatFailure(f"{http_error_reason(response)}: redirect not followed")
         return self._parse(response)
 
     def _parse(self, response: requests.Response) -> ChatResult:
@@ -208,7 +224,8 @@ class OpenAICompatibleBackend(CachedChatBackend):
             body = response.json()
         except ValueError:
             return ChatFailure(
-                f"malformed response: body is not JSON (http {response.status_code})"
+                f"malformed response: body is not JSON "
+                f"(HTTP {response.status_code}, body {len(response.text)} chars)"
             )
         try:
             content = body["choices"][0]["message"]["content"]
@@ -302,15 +319,24 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def _error_snippet(response: requests.Response) -> str:
-    """The server's error message, shortened (an OpenAI error body's message when there is one)."""
-    try:
-        body = response.json()
-        message = body["error"]["message"] if isinstance(body.get("error"), dict) else body
-    except (ValueError, KeyError, TypeError, AttributeError):
-        message = response.text
-    text = " ".join(str(message).split())
-    return text[:_ERROR_SNIPPET_CHARS] + ("..." if len(text) > _ERROR_SNIPPET_CHARS else "")
+def error_class(status: int) -> str:
+    """A fixed name for an HTTP error status (never text the server sent)."""
+    if status in _ERROR_CLASSES:
+        return _ERROR_CLASSES[status]
+    if status >= 500:
+        return "InternalServerError"
+    if 300 <= status < 400:
+        return "Redirect"
+    return "APIStatusError"
+
+
+def http_error_reason(response: requests.Response) -> str:
+    """Status, error class and body length of an unsuccessful answer: never the body's text.
+
+    A server's error message may quote the request, which may hold PHI.
+    """
+    status = response.status_code
+    return f"HTTP {status} ({error_class(status)}), body {len(response.text)} chars"
 
 
 def _count(value: object) -> int | None:

@@ -18,6 +18,8 @@ generator seeded from those seeds (the global RNG is left as it was), so the
 same requests with the same ``batch_size`` give the same answers. A request's
 answer may depend on its batch mates (padding, shared random stream).
 ``json_mode`` is not enforced: local models get no output constraint.
+A generation error fails its batch with the exception's class as the reason
+(its message may quote the prompt, so it goes neither there nor into a log).
 
 The cache key of a local model directory includes a fingerprint of its files
 (names, sizes, first and last MiB), so a retrained model in the same place
@@ -199,8 +201,9 @@ class TransformersBackend(CachedChatBackend):
             log.warning("%s: out of GPU memory; batch of %d split", self.name, len(batch))
             return self._generate(batch[:half]) + self._generate(batch[half:])
         except (RuntimeError, ValueError) as error:
-            reason = f"generation failed: {type(error).__name__}: {str(error)[:200]}"
-            log.warning("%s: %s", self.name, reason)
+            # the exception's class only: its message may quote the prompt or the output
+            reason = f"generation failed: {type(error).__name__}"
+            log.warning("%s: %s (batch of %d)", self.name, reason, len(batch))
             return [ChatFailure(reason) for _ in batch]
 
     def _generate_batch(self, batch: list[_Item]) -> list[ChatResult]:

@@ -76,6 +76,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "llm": (
         "backend",
         "trusted_hosts",
+        "allow_wide_networks",
         "prompt",
         "types",
         "thresholds",
@@ -224,7 +225,12 @@ def build_llm_teacher(
         raise ConfigError(f"{where}: an llm teacher needs a backend (openai or transformers)")
     if kind == "openai":
         trusted = settings.get("trusted_hosts", LOOPBACK)
-        check_trusted_endpoint(backend_settings.get("base_url"), trusted, where)
+        wide = settings.get("allow_wide_networks", False)
+        if not isinstance(wide, bool):
+            raise ConfigError(f"{where}.allow_wide_networks must be true or false, not {wide!r}")
+        check_trusted_endpoint(
+            backend_settings.get("base_url"), trusted, where, allow_wide_networks=wide
+        )
     prompt = load_prompt_file(settings.get("prompt", DEFAULT_PROMPT), PROMPT_FIELDS, TEMPLATE)
     overrides = settings.get("types") or {}
     if not isinstance(overrides, Mapping):
