@@ -25,7 +25,9 @@ CASES: dict[str, Case] = {}
 
 
 def case(name: str, size: int) -> Callable[[Callable[[int], Callable[[], object]]], object]:
-    def register(build: Callable[[int], Callable[[], object]]) -> Callable[[int], Callable[[], object]]:
+    def register(
+        build: Callable[[int], Callable[[], object]],
+    ) -> Callable[[int], Callable[[], object]]:
         CASES[name] = (size, build)
         return build
 
@@ -65,6 +67,46 @@ def main() -> None:
 # ------------------------------------------------------------------ cases
 # Each case imports what it needs inside its builder, so one case's imports
 # do not slow another's timing.
+
+
+@case("mask_repeated_date", 100_000)
+def mask_repeated_date(n: int) -> Callable[[], object]:
+    """mask_note on n ``1/`` tokens, every tenth a DATE gold span: one surface, n mentions."""
+    from synthdeid.mask import mask_note
+    from synthdeid.notes import Note, Span
+
+    text = "1/ " * n
+    spans = tuple(Span(3 * i, 3 * i + 2, "DATE") for i in range(0, n, 10))
+    note = Note("bench", "bench", text, spans, "bench", "seed")
+    return lambda: mask_note(note)
+
+
+@case("mask_distinct_dates", 20_000)
+def mask_distinct_dates(n: int) -> Callable[[], object]:
+    """mask_note on n distinct dates, each a DATE gold span and mentioned again unmarked."""
+    from synthdeid.mask import mask_note
+    from synthdeid.notes import Note, Span
+
+    tokens = [f"{i // 28 % 12 + 1}/{i % 28 + 1}/{1900 + i // 336}" for i in range(n)]
+    text = " ".join(tokens) + " " + " ".join(tokens)
+    spans, start = [], 0
+    for token in tokens:
+        spans.append(Span(start, start + len(token), "DATE"))
+        start += len(token) + 1
+    note = Note("bench", "bench", text, tuple(spans), "bench", "seed")
+    return lambda: mask_note(note)
+
+
+@case("location_long_span", 120_000)
+def location_long_span(n: int) -> Callable[[], object]:
+    """The location operator on one LOCATION span of n characters: words, no zip code."""
+    from synthdeid.surrogate.keying import SurrogateKey
+    from synthdeid.surrogate.operators.base import Mention
+    from synthdeid.surrogate.operators.places import LocationOperator
+
+    operator = LocationOperator(SurrogateKey(b"adversarial inputs benchmark"))
+    mention = Mention(("a " * (n // 2 + 1))[:n], "LOCATION", "bench", "bench")
+    return lambda: operator.replace(mention)
 
 
 if __name__ == "__main__":

@@ -135,6 +135,41 @@ def bad_brat_missing_ann(folder: Path) -> tuple[Path, Path]:
     return folder, folder / "b.ann"
 
 
+def empty_jsonl(folder: Path) -> tuple[Path, Path]:
+    path = put(folder / "notes.jsonl", "\n  \n")
+    return path, path
+
+
+def empty_physionet(folder: Path) -> tuple[Path, Path]:
+    put(folder / "id.text", "")
+    put(folder / "id-phi.phrase", "")
+    return folder, folder
+
+
+def colliding_physionet_ids(folder: Path) -> tuple[Path, Path]:
+    # 1-2 / 3 and 1 / 2-3 would both be note 1-2-3
+    put(
+        folder / "id.text",
+        f"START_OF_RECORD=1-2||||3||||\n{TEXT}||||END_OF_RECORD\n"
+        f"START_OF_RECORD=1||||2-3||||\n{OTHER}||||END_OF_RECORD\n",
+    )
+    put(folder / "id-phi.phrase", "")
+    return folder, folder / "id.text"
+
+
+def bad_brat_orphan_ann(folder: Path) -> tuple[Path, Path]:
+    put(folder / "a.txt", TEXT)
+    put(folder / "a.ann", "T1\tHCPName 12 19\tAlvarez\n")
+    put(folder / "b.ann", "T1\tHCPName 12 19\tAlvarez\n")
+    return folder, folder / "b.ann"
+
+
+def bad_brat_no_surface(folder: Path) -> tuple[Path, Path]:
+    put(folder / "a.txt", TEXT)
+    put(folder / "a.ann", "T1\tHCPName 11 21\n")
+    return folder, folder / "a.ann"
+
+
 def bad_i2b2_unknown_label(folder: Path) -> tuple[Path, Path]:
     path = put(
         folder / "110-01.xml",
@@ -153,6 +188,15 @@ def bad_i2b2_unknown_label(folder: Path) -> tuple[Path, Path]:
         ("physionet", bad_physionet_overlap, "patient 2, note 1: spans overlap"),
         ("brat", bad_brat_missing_ann, "annotation file missing for b.txt"),
         ("i2b2", bad_i2b2_unknown_label, "tag P0 <NAME>: unknown label 'NURSE'"),
+        ("jsonl", empty_jsonl, "holds no notes"),
+        ("physionet", empty_physionet, "holds no notes"),
+        (
+            "physionet",
+            colliding_physionet_ids,
+            "line 1 (patient 1-2, note 3): patient id '1-2' contains '-'",
+        ),
+        ("brat", bad_brat_orphan_ann, "text file missing for b.ann"),
+        ("brat", bad_brat_no_surface, "line 1 (T1): no surface column"),
     ],
 )
 def test_bad_corpus_exits_2_and_writes_nothing(

@@ -8,6 +8,7 @@ from synthdeid.errors import InputError
 from synthdeid.notes import (
     NOTES_SCHEMA,
     Note,
+    NoteIds,
     Span,
     check_spans,
     merge_same_label_overlaps,
@@ -81,8 +82,47 @@ def test_table_to_notes_checks_every_note() -> None:
     with pytest.raises(InputError, match="note 'n1': span 0-9"):
         table_to_notes(table, path="bad.parquet")
     dup = notes_to_table([Note("n1", "p1", "a", (), "t"), Note("n1", "p2", "b", (), "t")])
-    with pytest.raises(InputError, match="duplicate note_id"):
+    with pytest.raises(InputError, match="duplicate note_id") as err:
         table_to_notes(dup, path="dup.parquet")
+    assert str(err.value).startswith(
+        "dup.parquet: row 1 (note 'n1'): duplicate note_id 'n1', first used at row 0 (note 'n1')"
+    )
+
+
+@pytest.mark.parametrize("note_id", ["", " ", "\t\n"])
+def test_table_to_notes_refuses_a_blank_note_id(note_id: str) -> None:
+    table = notes_to_table([Note("n1", "p1", "a", (), "t"), Note(note_id, "p1", "b", (), "t")])
+    with pytest.raises(InputError) as err:
+        table_to_notes(table, path="blank.parquet")
+    assert err.value.record == f"row 1 (note {note_id!r})"
+    assert err.value.problem == f"blank note_id {note_id!r}"
+
+
+def test_note_ids_are_unique_across_batches_of_one_table() -> None:
+    ids = NoteIds()
+    first = notes_to_table([Note("a", "p1", "x", (), "t"), Note("b", "p1", "y", (), "t")])
+    second = notes_to_table([Note("c", "p2", "z", (), "t"), Note("a", "p2", "w", (), "t")])
+    assert len(table_to_notes(first, path="big.parquet", ids=ids, first_row=0)) == 2
+    with pytest.raises(InputError) as err:
+        table_to_notes(second, path="big.parquet", ids=ids, first_row=2)
+    assert err.value.record == "row 3 (note 'a')"
+    assert "duplicate note_id 'a', first used at row 0 (note 'a')" in err.value.problem
+
+
+def test_note_ids_name_the_first_file_when_the_duplicate_is_in_another() -> None:
+    ids = NoteIds()
+    ids.add("doc", path="corpus/doc.txt", record=None)
+    with pytest.raises(InputError, match=r"first used at corpus/doc\.txt"):
+        ids.add("doc", path="corpus/other.txt", record="line 3")
+
+
+def test_read_notes_can_require_notes(tmp_path) -> None:
+    path = tmp_path / "empty.parquet"
+    write_notes([], path)
+    assert read_notes(path) == []
+    with pytest.raises(InputError) as err:
+        read_notes(path, nonempty=True)
+    assert str(err.value).startswith(f"{path}: holds no notes")
 
 
 def test_failed_write_leaves_no_file(tmp_path) -> None:

@@ -345,6 +345,15 @@ def test_bad_span_is_an_error_naming_file_and_record(tmp_path: Path, fmt: str, c
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+def test_surface_mismatch_is_described_without_either_surface(tmp_path: Path, fmt: str) -> None:
+    written = WRITERS[fmt](tmp_path / "corpus", TEXT, [(*ALVAREZ[:3], "Alvarex")])
+    err = read_error(fmt, written.corpus)
+    assert "surface mismatch at 12-19" in err.problem
+    assert "(7 characters)" in err.problem and "differ from character 6" in err.problem
+    assert "Alvare" not in str(err)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_merge_same_label_policy(tmp_path: Path, fmt: str) -> None:
     same = [gold("Dr. Alvarez", "HCPName"), ALVAREZ, gold("3/14", "Date")]
     written = WRITERS[fmt](tmp_path / "same", TEXT, same)
@@ -417,13 +426,13 @@ GOOD_RECORD = "START_OF_RECORD=1||||1||||\nSeen by Dr. Alvarez.\n||||END_OF_RECO
         pytest.param(
             GOOD_RECORD + "Call 555-0100.\n" + GOOD_RECORD.replace("||||1||||", "||||2||||"),
             "line 4",
-            "text outside a record: 'Call 555-0100.'",
+            "text (14 characters) outside a record",
             id="stray text between records",
         ),
         pytest.param(
             "START_OF_RECORD=1||||\nSeen by Dr. Alvarez.\n||||END_OF_RECORD\n",
             "line 1",
-            "malformed record header 'START_OF_RECORD=1||||'",
+            "malformed record header",
             id="malformed header",
         ),
         pytest.param(
@@ -471,6 +480,42 @@ def test_physionet_missing_phrase_file(tmp_path: Path) -> None:
     assert_error(read_error("physionet", tmp_path), tmp_path / "id-phi.phrase", None, "not found")
 
 
+def record(patient: str, note: str) -> str:
+    return f"START_OF_RECORD={patient}||||{note}||||\nSeen by Dr. Alvarez.\n||||END_OF_RECORD\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "where", "problem"),
+    [
+        pytest.param(
+            # both would be note 1-2-3
+            record("1-2", "3") + record("1", "2-3"),
+            "line 1 (patient 1-2, note 3)",
+            "patient id '1-2' contains '-', the separator of note ids",
+            id="patient id with the separator",
+        ),
+        pytest.param(
+            record("1", "1") + record("1", "2-3"),
+            "line 4 (patient 1, note 2-3)",
+            "note id '2-3' contains '-'",
+            id="note id with the separator",
+        ),
+        pytest.param(
+            record(" ", "1"), "line 1 (patient , note 1)", "blank patient id", id="blank patient"
+        ),
+        pytest.param(
+            record("1", "\t"), "line 1 (patient 1, note )", "blank note id", id="blank note"
+        ),
+    ],
+)
+def test_physionet_ids_that_could_collide_are_refused(
+    tmp_path: Path, content: str, where: str, problem: str
+) -> None:
+    text_file = put(tmp_path / "id.text", content)
+    put(tmp_path / "id-phi.phrase", "")
+    assert_error(read_error("physionet", tmp_path), text_file, where, problem)
+
+
 # --- BRAT, JSONL and i2b2 structure -------------------------------------------------------
 
 
@@ -486,6 +531,28 @@ def test_brat_folder_without_texts(tmp_path: Path) -> None:
     assert_error(read_error("brat", tmp_path), tmp_path, None, "no .txt files")
 
 
+def test_brat_annotation_without_its_text_file(tmp_path: Path) -> None:
+    put(tmp_path / "a.txt", TEXT)
+    put(tmp_path / "a.ann", "")
+    orphan = put(tmp_path / "b.ann", "T1\tHCPName 12 19\tAlvarez\n")
+    assert_error(read_error("brat", tmp_path), orphan, None, "text file missing for b.ann")
+
+
+def test_brat_text_without_annotations_is_a_note_without_phi_only_with_an_empty_ann(
+    tmp_path: Path,
+) -> None:
+    put(tmp_path / "a.txt", TEXT)
+    put(tmp_path / "a.ann", "")
+    _, notes = read("brat", tmp_path)
+    assert [(n.note_id, n.spans) for n in notes] == [("a", ())]
+
+
+def test_brat_blank_note_id(tmp_path: Path) -> None:
+    txt = put(tmp_path / " .txt", TEXT)
+    put(tmp_path / " .ann", "")
+    assert_error(read_error("brat", tmp_path), txt, None, "blank note_id ' '")
+
+
 @pytest.mark.parametrize(
     ("line", "record", "problem"),
     [
@@ -493,6 +560,9 @@ def test_brat_folder_without_texts(tmp_path: Path) -> None:
         ("T2\tHCPName 12 x\tAlvarez", "line 2 (T2)", "malformed offsets '12 x'"),
         ("T2\tHCPName 12 \u00b9\u2079\tAlvarez", "line 2 (T2)", "malformed offsets"),
         ("T2\tHCPName 12 19;23\tAlvarez", "line 2 (T2)", "malformed offsets '12 19;23'"),
+        ("T2\tHCPName 12 19", "line 2 (T2)", "no surface column"),
+        ("T2\tHCPName 11 21", "line 2 (T2)", "no surface column"),
+        ("T2 HCPName 12 19 Alvarez", "line 2", "no tab after the annotation id"),
     ],
 )
 def test_brat_malformed_annotation(tmp_path: Path, line: str, record: str, problem: str) -> None:
@@ -514,14 +584,30 @@ def test_brat_malformed_annotation(tmp_path: Path, line: str, record: str, probl
         (
             '{"note_id": "n2", "text": "x", "spans": [{"start": "0", "end": 1, "label": "Date"}]}',
             "line 2 (note n2)",
-            "span field 'start' must be an integer, got '0'",
+            "span field 'start' must be an integer, got a JSON string",
         ),
         (
             '{"note_id": "n1", "text": "Call 555-0100."}',
             "line 2 (note n1)",
-            "already used on line 1",
+            "duplicate note_id 'n1', first used at line 1 (note n1)",
         ),
-        ('{"note_id": 3, "text": "x"}\n{"text": "y"}', "line 3 (note 3)", "already used on line 2"),
+        (
+            '{"note_id": 3, "text": "x"}\n{"text": "y"}',
+            "line 3 (note 3)",
+            "duplicate note_id '3', first used at line 2 (note 3)",
+        ),
+        ('{"note_id": "", "text": "x"}', "line 2 (note )", "blank note_id ''"),
+        ('{"note_id": " \\t", "text": "x"}', "line 2 (note  \t)", "blank note_id ' \\t'"),
+        (
+            '{"note_id": null, "text": "x"}',
+            "line 2",
+            "note_id must be a string or an integer, got a JSON null",
+        ),
+        (
+            '{"note_id": "n2", "text": "x", "spans": ["Alvarez"]}',
+            "line 2 (note n2)",
+            "a span is a JSON string, not an object",
+        ),
     ],
 )
 def test_jsonl_bad_lines(tmp_path: Path, line: str, record: str, problem: str) -> None:

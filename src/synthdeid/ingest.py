@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import files_digest, make_provenance, write_json_atomic
+from synthdeid.cli_types import input_path, output_file
 from synthdeid.errors import ConfigError
 from synthdeid.labels import LabelMap, coarse_view
-from synthdeid.notes import Note, write_notes
+from synthdeid.notes import Note, require_notes, write_notes
 from synthdeid.readers import ReaderOptions, get_reader
 
 log = logging.getLogger(__name__)
@@ -40,7 +41,7 @@ class IngestResult:
 
 
 def ingest_corpus(path: Path, settings: IngestSettings) -> IngestResult:
-    """Read a corpus into canonical notes; raises InputError on bad input."""
+    """Read a corpus into canonical notes; raises InputError on bad input or no notes."""
     reader = get_reader(settings.format)(
         ReaderOptions(
             label_map=settings.label_map,
@@ -51,6 +52,7 @@ def ingest_corpus(path: Path, settings: IngestSettings) -> IngestResult:
         )
     )
     notes = reader.read(path)
+    require_notes(len(notes), path=path, hint=f"a {settings.format} corpus needs at least one note")
     files = reader.input_files(path)
     for merge in reader.merged_overlaps:
         log.warning("%s", merge)
@@ -78,7 +80,7 @@ def summarize_notes(notes: list[Note], view: dict[str, str]) -> dict[str, Any]:
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--corpus", required=True, type=Path, help="corpus file or folder")
+    parser.add_argument("--corpus", required=True, type=input_path, help="corpus file or folder")
     parser.add_argument("--format", required=True, help="physionet | brat | jsonl | i2b2")
     parser.add_argument(
         "--label-map",
@@ -96,8 +98,8 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--encoding", default="utf-8")
     parser.add_argument("--patient-id-regex", default=None)
     parser.add_argument("--overlaps", default="error", help="error | merge_same_label")
-    parser.add_argument("--out", required=True, type=Path, help="notes.parquet to write")
-    parser.add_argument("--summary", required=True, type=Path, help="summary JSON to write")
+    parser.add_argument("--out", required=True, type=output_file, help="notes.parquet to write")
+    parser.add_argument("--summary", required=True, type=output_file, help="summary JSON to write")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -18,15 +18,15 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import pyarrow as pa
 from tqdm import tqdm
 
 from synthdeid.artifacts import make_provenance, write_json_atomic, write_parquet_atomic
+from synthdeid.cli_types import input_file, output_file
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.labels import coarse_view
-from synthdeid.mentions import surface_mentions, surfaces_left
+from synthdeid.mentions import MentionFinder, surfaces_left
 from synthdeid.notes import Note, Span, read_notes, splice, write_notes
 
 log = logging.getLogger(__name__)
@@ -64,18 +64,25 @@ def unlabelled_mentions(text: str, spans: Sequence[Span]) -> list[Span]:
 
     Longer surfaces are matched first, so an unmarked "John Smith" is one
     mention, not "Smith" inside it. Each mention takes the label of the first
-    gold span with that surface.
+    gold span with that surface. All surfaces are found in one pass and each
+    mention is checked against a per-character flag array, so the work grows
+    linearly with the text and the mentions.
     """
     label_of: dict[str, tuple[str, str]] = {}
     for span in sorted(spans):
         key = normalize_surface(span.surface(text))
         label_of.setdefault(key, (span.surface(text), span.label))
-    taken = [(s.start, s.end) for s in spans]
+    ordered = sorted(label_of.values(), key=lambda v: -len(v[0]))
+    mentions = MentionFinder([surface for surface, _ in ordered]).find(text)
+    # one flag per character: covered by a gold span or an accepted mention
+    taken = bytearray(len(text))
+    for span in spans:
+        taken[span.start : span.end] = b"\x01" * (span.end - span.start)
     found: list[Span] = []
-    for surface, label in sorted(label_of.values(), key=lambda v: -len(v[0])):
-        for start, end in surface_mentions(text, surface):
-            if all(end <= a or start >= b for a, b in taken):
-                taken.append((start, end))
+    for (_, label), places in zip(ordered, mentions, strict=True):
+        for start, end in places:
+            if taken.find(1, start, end) < 0:
+                taken[start:end] = b"\x01" * (end - start)
                 found.append(Span(start, end, label))
     return found
 
@@ -117,14 +124,18 @@ def mask_note(
         )
     extra = unlabelled_mentions(note.text, note.spans) if propagate else []
     gold = set(note.spans)
-    mentions = sorted([*note.spans, *extra])
+    mentions = sorted([*note.spans, *extra], key=lambda s: (s.start, s.end, s.label))
     numbers: dict[tuple[str, str], int] = {}
     per_label: Counter[str] = Counter()
     shown_spans: list[Span] = []
     tokens: list[str] = []
+    normalized: dict[str, str] = {}  # surface -> normalize_surface(surface)
     for span in mentions:
         shown = view[span.label] if view is not None else span.label
-        key = (shown, normalize_surface(span.surface(note.text)))
+        surface = span.surface(note.text)
+        if surface not in normalized:
+            normalized[surface] = normalize_surface(surface)
+        key = (shown, normalized[surface])
         if key not in numbers:
             per_label[shown] += 1
             numbers[key] = per_label[shown]
@@ -164,7 +175,7 @@ def resolve_view(label_view: str, coarse: Mapping[str, str] | None) -> dict[str,
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--notes", required=True, type=Path, help="split notes.parquet")
+    parser.add_argument("--notes", required=True, type=input_file, help="split notes.parquet")
     parser.add_argument(
         "--parts", nargs="+", default=["seed"], help="split parts to mask (default: seed)"
     )
@@ -176,16 +187,16 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         default=True,
         help="also mask unmarked whole-word mentions of a note's gold surfaces",
     )
-    parser.add_argument("--out", required=True, type=Path, help="masked notes parquet")
+    parser.add_argument("--out", required=True, type=output_file, help="masked notes parquet")
     parser.add_argument(
-        "--removed", required=True, type=Path, help="removed values parquet (local only)"
+        "--removed", required=True, type=output_file, help="removed values parquet (local only)"
     )
-    parser.add_argument("--summary", required=True, type=Path)
+    parser.add_argument("--summary", required=True, type=output_file)
 
 
 def run(args: argparse.Namespace) -> None:
     view = resolve_view(args.label_view, args.coarse_view)
-    notes = [n for n in read_notes(args.notes) if n.split in set(args.parts)]
+    notes = [n for n in read_notes(args.notes, nonempty=True) if n.split in set(args.parts)]
     if not notes:
         raise InputError(args.notes, None, f"no notes in parts {args.parts}")
     masked_notes: list[Note] = []

@@ -15,9 +15,9 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Mapping
-from pathlib import Path
 
 from synthdeid.artifacts import make_provenance, write_json_atomic
+from synthdeid.cli_types import input_file, output_file
 from synthdeid.errors import ConfigError
 from synthdeid.notes import Note, read_notes, write_notes
 
@@ -26,19 +26,34 @@ log = logging.getLogger(__name__)
 PARTS: tuple[str, ...] = ("seed", "train", "holdout")
 
 
+# how far the fractions' sum may be from 1 (binary floating point cannot hold 0.1 exactly)
+FRACTION_SUM_TOLERANCE = 1e-9
+
+
+def check_fractions(fractions: Mapping[str, float]) -> None:
+    """Known parts, non-negative, summing to 1 within FRACTION_SUM_TOLERANCE.
+
+    Used by the stage and by the workflow's config checks, so a bad config is
+    refused before any job runs.
+    """
+    unknown = set(fractions) - set(PARTS)
+    if unknown:
+        raise ConfigError(f"split.fractions has unknown parts {sorted(unknown)}; parts: {PARTS}")
+    total = math.fsum(fractions.values())
+    if any(f < 0 for f in fractions.values()) or abs(total - 1.0) > FRACTION_SUM_TOLERANCE:
+        raise ConfigError(
+            f"split.fractions must be non-negative and sum to 1, got {dict(fractions)} "
+            f"(sum {total!r})"
+        )
+
+
 def part_sizes(n_patients: int, fractions: Mapping[str, float]) -> dict[str, int]:
     """Patients per part: the fractions of ``n_patients``, largest remainder rounding.
 
     A part with a positive fraction gets at least one patient; too few
     patients for that is a configuration error.
     """
-    unknown = set(fractions) - set(PARTS)
-    if unknown:
-        raise ConfigError(f"split.fractions has unknown parts {sorted(unknown)}; parts: {PARTS}")
-    if any(f < 0 for f in fractions.values()) or not math.isclose(sum(fractions.values()), 1.0):
-        raise ConfigError(
-            f"split.fractions must be non-negative and sum to 1, got {dict(fractions)}"
-        )
+    check_fractions(fractions)
     wanted = {part: fractions.get(part, 0.0) * n_patients for part in PARTS}
     sizes = {part: math.floor(value) for part, value in wanted.items()}
     by_remainder = sorted(
@@ -76,19 +91,20 @@ def assign_parts(notes: list[Note], fractions: Mapping[str, float], seed: int) -
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--notes", required=True, type=Path, help="notes.parquet from ingest")
+    parser.add_argument("--notes", required=True, type=input_file, help="notes.parquet from ingest")
     parser.add_argument("--seed", required=True, type=int, help="split seed")
     for part in PARTS:
         parser.add_argument(
             f"--{part}-fraction", required=True, type=float, help=f"share of patients in {part}"
         )
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--summary", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=output_file)
+    parser.add_argument("--summary", required=True, type=output_file)
 
 
 def run(args: argparse.Namespace) -> None:
     fractions = {part: getattr(args, f"{part}_fraction") for part in PARTS}
-    notes = assign_parts(read_notes(args.notes), fractions, args.seed)
+    check_fractions(fractions)
+    notes = assign_parts(read_notes(args.notes, nonempty=True), fractions, args.seed)
     patients = {part: {n.patient_id for n in notes if n.split == part} for part in PARTS}
     summary = {
         "patients": {part: len(ids) for part, ids in patients.items()},

@@ -105,6 +105,22 @@ def decode_bytes(raw: bytes, encoding: str, *, path: str | Path) -> str:
         ) from None
 
 
+def surface_mismatch(stated: str, actual: str, where: str) -> str:
+    """Describe a stated surface that differs from the text, without either string.
+
+    Both may hold PHI, and error messages end up in logs: the description
+    gives the offsets, both lengths and the first differing character position.
+    """
+    first = next(
+        (i for i, (a, b) in enumerate(zip(stated, actual, strict=False)) if a != b),
+        min(len(stated), len(actual)),
+    )
+    return (
+        f"surface mismatch at {where}: the stated surface ({len(stated)} characters) and "
+        f"the text there ({len(actual)} characters) differ from character {first} on"
+    )
+
+
 def read_text(path: Path, encoding: str) -> str:
     """Read a text file exactly as stored (no newline translation)."""
     try:

@@ -1,10 +1,12 @@
 """BRAT standoff: a folder of ``<doc>.txt`` files, each with a ``<doc>.ann``.
 
 Text-bound annotations (``T<n>\\t<Type> <start> <end>[;<start> <end>...]\\t<surface>``)
-become spans; a discontinuous annotation becomes one span per fragment, each
-checked against its part of the surface. Relations, events, attributes and
-notes (``R``, ``E``, ``A``, ``#`` lines) are not spans and are skipped. The note
-id is the file stem.
+become spans; a discontinuous annotation becomes one span per fragment. The
+surface column is required and must equal the text at the offsets (fragments
+joined by a space, or by nothing). Relations, events, attributes and notes
+(``R``, ``E``, ``A``, ``#`` lines) are not spans and are skipped. The note id is
+the file stem. A ``.txt`` needs its ``.ann`` (an empty one for a note without
+PHI) and an ``.ann`` its ``.txt``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from synthdeid.errors import InputError
 from synthdeid.notes import Note, Span
-from synthdeid.readers.base import CorpusReader, read_text, register
+from synthdeid.readers.base import CorpusReader, read_text, register, surface_mismatch
 
 
 def parse_ann(
@@ -22,7 +24,7 @@ def parse_ann(
     """Parse text-bound annotations.
 
     Returns (record, start, end, type) for each fragment of each annotation,
-    and how many annotations had their stated surface checked.
+    and how many annotations had their stated surface checked (all of them).
     """
     verified = 0
     fragments = []
@@ -32,7 +34,9 @@ def parse_ann(
         record = f"line {number}"
         parts = line.split("\t")
         if len(parts) < 2:
-            raise InputError(path, record, f"malformed text-bound annotation {line[:60]!r}")
+            raise InputError(
+                path, record, "malformed text-bound annotation: no tab after the annotation id"
+            )
         record = f"line {number} ({parts[0]})"
         type_and_offsets = parts[1].split(" ", 1)
         if len(type_and_offsets) != 2:
@@ -53,17 +57,19 @@ def parse_ann(
                 )
             pieces.append((start, end))
             surfaces.append(text[start:end])
-        if len(parts) >= 3:
-            # BRAT joins fragment surfaces with a single space
-            stated = parts[2]
-            if stated != " ".join(surfaces) and stated != "".join(surfaces):
-                raise InputError(
-                    path,
-                    record,
-                    f"surface mismatch: the annotation says {stated!r}, "
-                    f"the text has {' '.join(surfaces)!r}",
-                )
-            verified += 1
+        if len(parts) < 3:
+            raise InputError(
+                path,
+                record,
+                "no surface column (expected T<n><TAB><type> <start> <end><TAB><surface>)",
+                "without the surface the offsets cannot be checked against the text",
+            )
+        # BRAT joins fragment surfaces with a single space
+        stated = parts[2]
+        if stated != " ".join(surfaces) and stated != "".join(surfaces):
+            where = ";".join(f"{start}-{end}" for start, end in pieces)
+            raise InputError(path, record, surface_mismatch(stated, " ".join(surfaces), where))
+        verified += 1
         fragments.extend((record, start, end, label) for start, end in pieces)
     return fragments, verified
 
@@ -86,6 +92,14 @@ class BratReader(CorpusReader):
         texts = sorted(path.glob("*.txt"))
         if not texts:
             raise InputError(path, None, "no .txt files in the BRAT folder")
+        for ann in sorted(path.glob("*.ann")):
+            if not ann.with_suffix(".txt").exists():
+                raise InputError(
+                    ann,
+                    None,
+                    f"text file missing for {ann.name}",
+                    f"its annotations need {ann.with_suffix('.txt').name}",
+                )
         notes = []
         for txt in texts:
             ann = txt.with_suffix(".ann")
@@ -101,6 +115,7 @@ class BratReader(CorpusReader):
                 for record, start, end, label in fragments
             ]
             note_id = txt.stem
+            self.note_ids.add(note_id, path=txt, record=None)
             notes.append(
                 Note(
                     note_id=note_id,

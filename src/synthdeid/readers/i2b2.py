@@ -16,7 +16,7 @@ from pathlib import Path
 
 from synthdeid.errors import InputError
 from synthdeid.notes import Note, Span
-from synthdeid.readers.base import CorpusReader, decode_bytes, register
+from synthdeid.readers.base import CorpusReader, decode_bytes, register, surface_mismatch
 
 
 def _int_attr(tag: ET.Element, name: str, *, path: Path, record: str) -> int:
@@ -63,14 +63,14 @@ class I2b2Reader(CorpusReader):
                     raise InputError(
                         xml_path,
                         record,
-                        f"surface mismatch: the tag says {surface!r}, "
-                        f"the text has {text[start:end]!r} at {start}-{end}",
+                        surface_mismatch(surface, text[start:end], f"{start}-{end}"),
                     )
                 self.surfaces_verified += 1
             category = tag.get("TYPE") or tag.tag
             label = self.options.label_map.to_canonical(category, path=xml_path, record=record)
             spans.append(Span(start, end, label))
         note_id = xml_path.stem
+        self.note_ids.add(note_id, path=xml_path, record=None)
         return Note(
             note_id=note_id,
             patient_id=self.options.patient_id_for(note_id, path=xml_path),

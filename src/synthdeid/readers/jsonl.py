@@ -3,7 +3,8 @@
 One JSON object a line: ``text`` (str), ``spans`` (list of objects with
 ``start``, ``end``, ``label`` and optionally ``text``, the surface, which is
 checked when present), and optionally ``note_id`` and ``patient_id``. A note
-without ``note_id`` is named by its line number. Other keys are ignored.
+without ``note_id`` is named by its line number; a given ``note_id`` is a
+non-blank string or an integer, unique in the file. Other keys are ignored.
 """
 
 from __future__ import annotations
@@ -14,13 +15,25 @@ from typing import Any
 
 from synthdeid.errors import InputError
 from synthdeid.notes import Note, Span
-from synthdeid.readers.base import CorpusReader, read_text, register
+from synthdeid.readers.base import CorpusReader, read_text, register, surface_mismatch
+
+
+def _kind(value: object) -> str:
+    """The JSON type of a value (errors name it, not the value, which may hold PHI)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    names = {str: "string", int: "integer", float: "number", list: "array", dict: "object"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _int_field(obj: dict[str, Any], key: str, *, path: Path, record: str) -> int:
     value = obj.get(key)
     if not isinstance(value, int) or isinstance(value, bool):
-        raise InputError(path, record, f"span field {key!r} must be an integer, got {value!r}")
+        raise InputError(
+            path, record, f"span field {key!r} must be an integer, got a JSON {_kind(value)}"
+        )
     return value
 
 
@@ -34,7 +47,6 @@ class JsonlReader(CorpusReader):
 
     def read(self, path: Path) -> list[Note]:
         notes = []
-        first_line: dict[str, int] = {}  # note_id -> line it was first seen on
         content = read_text(path, self.options.encoding)
         # split on newlines only: str.splitlines() also splits on U+2028, U+0085, ...
         # which JSON allows unescaped inside strings
@@ -49,20 +61,23 @@ class JsonlReader(CorpusReader):
             if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
                 raise InputError(path, record, "expected an object with a string 'text' field")
             text: str = obj["text"]
-            note_id = str(obj.get("note_id", number))
-            record = f"line {number} (note {note_id})"
-            if note_id in first_line:
+            raw_id = obj.get("note_id", number)
+            if not isinstance(raw_id, str | int) or isinstance(raw_id, bool):
                 raise InputError(
-                    path, record, f"note_id {note_id!r} already used on line {first_line[note_id]}"
+                    path,
+                    record,
+                    f"note_id must be a string or an integer, got a JSON {_kind(raw_id)}",
                 )
-            first_line[note_id] = number
+            note_id = str(raw_id)
+            record = f"line {number} (note {note_id})"
+            self.note_ids.add(note_id, path=path, record=record)
             raw_spans = obj.get("spans", [])
             if not isinstance(raw_spans, list):
                 raise InputError(path, record, "'spans' must be a list")
             spans = []
             for raw in raw_spans:
                 if not isinstance(raw, dict):
-                    raise InputError(path, record, f"span {raw!r} is not an object")
+                    raise InputError(path, record, f"a span is a JSON {_kind(raw)}, not an object")
                 start = _int_field(raw, "start", path=path, record=record)
                 end = _int_field(raw, "end", path=path, record=record)
                 if not 0 <= start < end <= len(text):
@@ -77,8 +92,7 @@ class JsonlReader(CorpusReader):
                         raise InputError(
                             path,
                             record,
-                            f"surface mismatch: the span says {surface!r}, "
-                            f"the note has {text[start:end]!r} at {start}-{end}",
+                            surface_mismatch(surface, text[start:end], f"{start}-{end}"),
                         )
                     self.surfaces_verified += 1
                 label = self.options.label_map.to_canonical(

@@ -3,7 +3,8 @@
 ``id.text`` holds records ``START_OF_RECORD=<patient>||||<note>||||\\n<text>
 ||||END_OF_RECORD\\n``; ``id-phi.phrase`` one span a line, ``<patient> <note>
 <start> <end> <category> <surface>``, offsets into ``<text>``, end exclusive.
-Note ids are ``<patient>-<note>``.
+Note ids are ``<patient>-<note>``; a patient or note id that is blank or holds
+the ``-`` separator is refused, so two records never get the same note id.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from synthdeid.errors import InputError
 from synthdeid.notes import Note, Span
-from synthdeid.readers.base import CorpusReader, read_text, register
+from synthdeid.readers.base import CorpusReader, read_text, register, surface_mismatch
 
 TEXT_FILE = "id.text"
 PHRASE_FILE = "id-phi.phrase"
@@ -22,6 +23,11 @@ PHRASE_FILE = "id-phi.phrase"
 _HEADER = re.compile(r"START_OF_RECORD=([^|\n]+)\|\|\|\|([^|\n]+)\|\|\|\|\n")
 _START = "START_OF_RECORD="
 _END = "||||END_OF_RECORD"
+NOTE_ID_SEPARATOR = "-"
+
+
+def note_id_for(patient: str, note: str) -> str:
+    return f"{patient}{NOTE_ID_SEPARATOR}{note}"
 
 
 def _line_of(text: str, offset: int) -> int:
@@ -42,11 +48,15 @@ def parse_records(content: str, *, path: Path) -> dict[tuple[str, str], str]:
         gap = content[pos:] if gap_end < 0 else content[pos:gap_end]
         if gap.strip():
             offset = pos + (len(gap) - len(gap.lstrip()))
-            stray = "end marker without a start" if gap.lstrip().startswith(_END) else "text"
+            stray = (
+                "end marker without a start"
+                if gap.lstrip().startswith(_END)
+                else f"text ({len(gap.strip())} characters)"
+            )
             raise InputError(
                 path,
                 f"line {_line_of(content, offset)}",
-                f"{stray} outside a record: {gap.strip()[:40]!r}",
+                f"{stray} outside a record",
                 "every note must be START_OF_RECORD=<patient>||||<note>||||, newline, text, "
                 "||||END_OF_RECORD",
             )
@@ -54,15 +64,25 @@ def parse_records(content: str, *, path: Path) -> dict[tuple[str, str], str]:
             return records
         header = _HEADER.match(content, gap_end)
         if header is None:
-            line = content[gap_end : content.find("\n", gap_end)]
             raise InputError(
                 path,
                 f"line {_line_of(content, gap_end)}",
-                f"malformed record header {line[:60]!r}",
+                "malformed record header",
                 "expected START_OF_RECORD=<patient>||||<note>||||",
             )
         patient, note = header.group(1).strip(), header.group(2).strip()
         record = f"line {_line_of(content, gap_end)} (patient {patient}, note {note})"
+        for part, value in (("patient", patient), ("note", note)):
+            if not value:
+                raise InputError(path, record, f"blank {part} id in the record header")
+            if NOTE_ID_SEPARATOR in value:
+                raise InputError(
+                    path,
+                    record,
+                    f"{part} id {value!r} contains {NOTE_ID_SEPARATOR!r}, the separator of "
+                    "note ids <patient>-<note>",
+                    "two records could get the same note id; use ids without it",
+                )
         body_start = header.end()
         end = content.find(_END, body_start)
         next_start = content.find(_START, body_start)
@@ -85,7 +105,7 @@ def parse_phrases(content: str, *, path: Path) -> list[tuple[int, str, str, int,
             raise InputError(
                 path,
                 f"line {number}",
-                f"malformed span line {line[:60]!r}",
+                "malformed span line",
                 "expected '<patient> <note> <start> <end> <category> <surface>'",
             )
         patient, note, start, end, category, surface = parts
@@ -124,8 +144,7 @@ class PhysioNetReader(CorpusReader):
                 raise InputError(
                     phrase_path,
                     record,
-                    f"surface mismatch: the span says {surface!r}, "
-                    f"the note has {text[start:end]!r} at {start}-{end}",
+                    surface_mismatch(surface, text[start:end], f"{start}-{end}"),
                 )
             self.surfaces_verified += 1
             label = self.options.label_map.to_canonical(category, path=phrase_path, record=record)
@@ -133,6 +152,8 @@ class PhysioNetReader(CorpusReader):
 
         notes = []
         for (patient, note), text in records.items():
+            note_id = note_id_for(patient, note)
+            self.note_ids.add(note_id, path=text_path, record=f"patient {patient}, note {note}")
             spans = self.finish_spans(
                 text,
                 spans_by_note.get((patient, note), []),
@@ -141,7 +162,7 @@ class PhysioNetReader(CorpusReader):
             )
             notes.append(
                 Note(
-                    note_id=f"{patient}-{note}",
+                    note_id=note_id,
                     patient_id=patient,
                     text=text,
                     spans=spans,

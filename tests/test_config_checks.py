@@ -1,0 +1,113 @@
+"""Config values that could only fail while jobs run are refused when the workflow is parsed.
+
+Schema checks are tested by validating config/config.yaml with an override merged
+over it, the way Snakemake merges a named config; checks the schema cannot express
+(fractions summing to 1) and the whole path are tested with ``snakemake -n``.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import update_config, validate
+
+from workflow_helpers import copy_workflow, snakemake
+
+REPO = Path(__file__).resolve().parents[1]
+SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+DEFAULT = yaml.safe_load((REPO / "config" / "config.yaml").read_text(encoding="utf-8"))
+
+
+def merged(override: dict[str, Any]) -> dict[str, Any]:
+    config = copy.deepcopy(DEFAULT)
+    update_config(config, override)
+    return config
+
+
+def joined(message: str) -> str:
+    """The message with the schema's pretty-printed string pieces joined again."""
+    return re.sub(r"'\s*\n\s*'", "", message)
+
+
+def refusal(override: dict[str, Any]) -> str:
+    with pytest.raises(WorkflowError) as err:
+        validate(merged(override), str(SCHEMA))
+    return joined(str(err.value))
+
+
+def privacy(**values: float | None) -> dict[str, Any]:
+    return {"synth": {"dplm": {"privacy": values}}}
+
+
+def test_the_default_and_the_physionet_config_are_valid() -> None:
+    validate(merged({}), str(SCHEMA))
+    physionet = yaml.safe_load((REPO / "config" / "physionet.yaml").read_text(encoding="utf-8"))
+    validate(merged(physionet), str(SCHEMA))
+
+
+def test_noise_multiplier_with_the_inherited_target_epsilon_is_refused() -> None:
+    # config.yaml sets target_epsilon; a named config setting noise_multiplier inherits it
+    message = refusal(privacy(noise_multiplier=1.0))
+    assert "sets both target_epsilon and noise_multiplier" in message
+    assert "target_epsilon: null" in message
+
+
+def test_noise_multiplier_with_target_epsilon_null_is_accepted() -> None:
+    config = merged(privacy(noise_multiplier=1.0, target_epsilon=None))
+    validate(config, str(SCHEMA))
+    assert config["synth"]["dplm"]["privacy"]["noise_multiplier"] == 1.0
+
+
+def test_neither_privacy_parameter_is_refused() -> None:
+    assert "sets neither target_epsilon nor noise_multiplier" in refusal(
+        privacy(target_epsilon=None)
+    )
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        ("synth", "template", "guard"),
+        ("synth", "template", "pools"),
+        ("synth", "dplm", "pools"),
+    ],
+)
+def test_min_surface_chars_has_a_maximum(path: tuple[str, ...]) -> None:
+    def at(value: int) -> dict[str, Any]:
+        override: dict[str, Any] = {"min_surface_chars": value}
+        for key in reversed(path):
+            override = {key: override}
+        return override
+
+    validate(merged(at(64)), str(SCHEMA))
+    assert "65 is greater than the maximum of 64" in refusal(at(65))
+
+
+@pytest.fixture(scope="module")
+def workflow_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_workflow(REPO, tmp_path_factory.mktemp("workflow"))
+
+
+def dry_run_refusal(workdir: Path, name: str, override: dict[str, Any]) -> str:
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(override), encoding="utf-8")
+    result = snakemake(workdir, "-n", "--configfile", str(path), check=False)
+    assert result.returncode != 0
+    return joined(result.stdout + result.stderr)
+
+
+def test_dry_run_refuses_fractions_not_summing_to_one(workflow_copy: Path) -> None:
+    output = dry_run_refusal(workflow_copy, "fractions", {"split": {"fractions": {"holdout": 0.4}}})
+    assert "split.fractions must be non-negative and sum to 1" in output
+    assert "'holdout': 0.4" in output
+
+
+def test_dry_run_refuses_an_inherited_privacy_conflict(workflow_copy: Path) -> None:
+    output = dry_run_refusal(workflow_copy, "privacy", privacy(noise_multiplier=0.8))
+    assert "sets both target_epsilon and noise_multiplier" in output
