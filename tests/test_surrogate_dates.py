@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from synthdeid.errors import ConfigError
 from synthdeid.surrogate.keying import SurrogateKey
-from synthdeid.surrogate.operators.base import OPERATORS, Mention, build_operator
+from synthdeid.surrogate.operators.base import OPERATORS, Mention, Originals, build_operator
 from synthdeid.surrogate.operators.dates import MONTHS, WEEKDAYS, DateShiftOperator
 
 KEY = SurrogateKey(b"test-key")
@@ -172,6 +172,111 @@ def test_known_shift(surface: str, expected: str) -> None:
     assert op.counts == {"shifted_dates": 1}
 
 
+@pytest.mark.parametrize(
+    ("surface", "expected"),
+    [
+        # shift of +40 days, +1 month, +1 year
+        # a month name alone keeps its case, abbreviation and dot
+        ("nov. ", "dec. "),
+        ("Nov.", "Dec."),
+        ("NOV", "DEC"),
+        ("november", "december"),
+        ("sept", "oct"),
+        ("Sept", "Oct"),
+        ("Aug", "Sep"),
+        ("May", "June"),
+        ("Nov. 3", "Dec. 13"),
+        ("3rd of November", "13th of December"),
+        # an ordinal day alone moves from that day of a 31-day month
+        ("11th", "20th"),
+        ("29th", "9th"),
+        ("2ND", "11TH"),
+        # two-digit years move by whole years
+        ("92", "93"),
+        ("09", "10"),
+        ("99", "00"),
+        # month and two-digit year, where the year cannot be a day
+        ("8/88", "9/88"),
+        ("12/82", "01/83"),
+        ("1/00", "2/00"),
+        # ranges: both dates move
+        ("6/30-7/2", "8/9-8/11"),
+        ("1980-85", "1981-86"),
+        ("10/15 to 10/16", "11/24 to 11/25"),
+        ("3rd-5th", "12th-14th"),
+        ("Jul 2006 - Aug 2006", "Aug 2006 - Sep 2006"),
+    ],
+)
+def test_known_shift_of_partial_dates(surface: str, expected: str) -> None:
+    op = operator(min_days=40, max_days=40, direction="forward")
+    assert op.replace(mention(surface)) == expected
+    assert op.counts == {"shifted_dates": 1}
+
+
+@pytest.mark.parametrize(
+    ("surface", "days", "expected"),
+    [
+        ("11th", 3, "14th"),
+        ("1st", -3, "29th"),
+        ("sept", 3, "oct"),
+        ("Oct.", -3, "Sep."),
+        ("OCTOBER", -3, "SEPTEMBER"),
+        ("92", -3, "91"),
+        ("Tues. 7/18", 2, "Thur. 7/20"),  # a four-letter weekday keeps four letters
+        ("Thur 7/20", 2, "Sat 7/22"),
+    ],
+)
+def test_partial_dates_move_with_the_shift(surface: str, days: int, expected: str) -> None:
+    direction = "forward" if days > 0 else "backward"
+    op = operator(min_days=abs(days), max_days=abs(days), direction=direction)
+    assert op.replace(mention(surface)) == expected
+
+
+def originals_of(patient: str, *surfaces: str) -> Originals:
+    originals = Originals()
+    for surface in surfaces:
+        originals.add(patient, "DATE", surface)
+    return originals
+
+
+def test_the_shift_avoids_moving_a_date_onto_another_original() -> None:
+    options = {"min_days": 3, "max_days": 4, "direction": "forward"}
+    # a patient whose first draw is +3 days: 3/30 would become 4/2, its other date
+    patient = next(p for p in PATIENTS if operator(**options).shift_days(mention("", p)) == 3)
+    op = DateShiftOperator(KEY, options, originals_of(patient, "3/30", "4/2"))
+    assert op.shift_days(mention("3/30", patient)) == 4
+    assert op.replace(mention("3/30", patient)) == "4/3"
+    assert op.replace(mention("4/2", patient)) == "4/6"  # one shift: the interval is kept
+    assert op.counts == {"shifted_dates": 2}
+    # another patient's dates are no obstacle
+    other = next(p for p in PATIENTS if p != patient and op.shift_days(mention("", p)) == 3)
+    assert op.replace(mention("3/30", other)) == "4/2"
+
+
+def test_year_and_month_shifts_are_redrawn_off_the_originals() -> None:
+    years = ("91", "92", "93")
+    months = ("nov", "dec", "oct")
+    op = DateShiftOperator(KEY, {}, originals_of("p1", *years, *months))
+    moved_years = [op.replace(mention(year, "p1")) for year in years]
+    moved_months = [op.replace(mention(month, "p1")) for month in months]
+    # a shift of one year or one month would land on another original
+    assert not set(moved_years) & set(years) and not set(moved_months) & set(months)
+    shift = op.shift(mention("", "p1"))
+    assert abs(shift.years) >= 3 and abs(shift.months) >= 2
+    assert [int(y) for y in moved_years] == [int(y) + shift.years for y in years]
+    assert op.counts == {"shifted_dates": 6}
+
+
+def test_a_collision_no_shift_avoids_gets_a_same_shape_surrogate() -> None:
+    # a single possible shift (+3 days) moves 3/30 onto 4/2
+    originals = originals_of("p1", "3/30", "4/2")
+    op = DateShiftOperator(KEY, {"min_days": 3, "max_days": 3, "direction": "forward"}, originals)
+    surrogate = op.replace(mention("3/30", "p1"))
+    assert_same_shape("3/30", surrogate)
+    assert surrogate not in {"3/30", "4/2"}
+    assert op.counts == {"dates_colliding_with_originals": 1}
+
+
 def test_same_patient_same_shift_other_patients_other_shifts() -> None:
     op = operator()
     surfaces = ["7/22/2006", "Jan 3", "1999", "xmas", "July 2006"]
@@ -271,7 +376,7 @@ def assert_same_shape(original: str, surrogate: str) -> None:
 
 @pytest.mark.parametrize(
     "surface",
-    ["Tuesday", "the 3rd", "xmas", "Spring 2006", "7/22-7/25", "13/45/2006", "Feb 30", "0"],
+    ["Tuesday", "the 3rd", "xmas", "Spring 2006", "7/22 or 7/25", "13/45/2006", "Feb 30", "0"],
 )
 def test_unparsed_dates_get_a_same_shape_surrogate(surface: str) -> None:
     op = operator()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import string
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -209,6 +210,54 @@ def test_location_bad_options() -> None:
         places.LocationOperator(KEY, {"gazetteer": {"city": "Amberford"}})
     with pytest.raises(ConfigError, match="locale"):
         places.LocationOperator(KEY, {"locale": "xx_YY"})
+
+
+# the specification of a trailing zip code: what split_trailing_zip computes, as
+# one regex (a full match of it is quadratic in the text's length)
+TRAILING_ZIP_SPEC = re.compile(r"(?P<head>.*[^\W\d_].*?)(?P<space>\s+)(?P<zip>\d{5}(?:-\d{4})?)")
+
+
+def spec_split(text: str) -> tuple[str, str, str] | None:
+    match = TRAILING_ZIP_SPEC.fullmatch(text)
+    return (match["head"], match["space"], match["zip"]) if match else None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Springfield MA 01234", ("Springfield MA", " ", "01234")),
+        ("Boston  02115-1234", ("Boston", "  ", "02115-1234")),
+        ("Boston \n 02115", ("Boston", " \n ", "02115")),
+        ("Boston\nMA 02115", None),  # a line break in the head: not one place
+        ("02115", None),
+        ("12 02115", None),  # no letter before the zip
+        ("Boston 2115", None),
+        ("Boston 021155", None),
+        ("Boston x02115", None),
+        ("Boston 02115-123", None),
+        ("Boston 02115 ", None),  # the caller strips the text first
+        ("A 12345 67890", ("A 12345", " ", "67890")),
+        ("\u00e9 12345", ("\u00e9", " ", "12345")),
+        ("x\u00a012345", ("x", "\u00a0", "12345")),
+    ],
+)
+def test_trailing_zip_examples(text: str, expected: tuple[str, str, str] | None) -> None:
+    assert places.split_trailing_zip(text) == expected == spec_split(text)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="aZ\u00e9_1234-5 \t\n\u00a0.,", max_size=24))
+def test_trailing_zip_agrees_with_its_specification(text: str) -> None:
+    assert places.split_trailing_zip(text) == spec_split(text)
+
+
+def test_trailing_zip_is_linear_on_a_long_span() -> None:
+    # 120,000 characters without a zip: the specification regex takes minutes
+    operator = places.LocationOperator(KEY)
+    for surface in ("a " * 60_000, "a" * 120_000, "Main St " * 15_000 + "02115"):
+        started = time.perf_counter()
+        assert operator.replace(mention(surface, "LOCATION")) != surface
+        assert time.perf_counter() - started < 5
 
 
 # ---------------------------------------------------------------- ages

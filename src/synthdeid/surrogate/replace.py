@@ -6,6 +6,12 @@ insertion, so ``text[start:end]`` is the surrogate by construction (and is
 checked anyway). The offset map (old start/end -> new start/end for every
 span) lets any other annotation layer be carried over with
 :func:`project_offset`.
+
+No surrogate may equal another original of its scope (a second doctor's real
+name, another of the patient's dates), so the replacer first collects the
+originals of all the notes (:meth:`SurrogateReplacer.collect`, a pass that
+keeps only the normalised surfaces) and the operators avoid them in their draws; any
+collision left is counted (``collisions``) and reported.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from synthdeid.mentions import surfaces_left
 from synthdeid.notes import Note, Span, splice
 from synthdeid.surrogate.keying import SurrogateKey
 from synthdeid.surrogate.operators import Mention, SurrogateOperator, build_operator
+from synthdeid.surrogate.operators.base import Originals
 
 # label -> (operator, options): seed 003 section 2.2, with HIPAA age banding
 DEFAULT_POLICIES: dict[str, dict[str, Any]] = {
@@ -95,6 +102,10 @@ class SurrogateReplacer:
     ``policies`` maps a canonical label to ``{"operator": name, "options": {...}}``
     (defaults: :data:`DEFAULT_POLICIES`); ``labels`` limits which labels are
     replaced (the others are copied unchanged, offsets re-projected).
+
+    Call :meth:`collect` with every note before replacing any: surrogates then
+    avoid the originals of their scope across the whole input, and a note's
+    surrogates do not depend on the order the notes come in.
     """
 
     def __init__(
@@ -108,6 +119,7 @@ class SurrogateReplacer:
         unknown = set(merged) - set(CANONICAL_LABELS)
         if unknown:
             raise ConfigError(f"surrogate policies for unknown labels {sorted(unknown)}")
+        self.originals = Originals()
         self.labels = set(CANONICAL_LABELS if labels is None else labels)
         bad = self.labels - set(CANONICAL_LABELS)
         if bad:
@@ -116,11 +128,21 @@ class SurrogateReplacer:
         for label in sorted(self.labels):
             policy = merged[label]
             options = {"consistency": consistency, **policy.get("options", {})}
-            self.operators[label] = build_operator(key, policy["operator"], options)
+            self.operators[label] = build_operator(key, policy["operator"], options, self.originals)
         self.replaced: Counter[str] = Counter()
         self.kept_deliberately: Counter[str] = Counter()
+        # surrogates that still equal an original of their scope, by label
+        self.collisions: Counter[str] = Counter()
+        self._replacing = False
+
+    def collect(self, notes: Iterable[Note]) -> None:
+        """Take in the originals of ``notes`` (all of them, before replacing any)."""
+        if self._replacing:
+            raise RuntimeError("collect the originals of every note before replacing any")
+        self.originals.add_notes(notes)
 
     def replace_note(self, note: Note) -> ReplacedNote:
+        self._replacing = True
         surrogates = [self.surrogate_for(note, span) for span in note.spans]
         text, spans = splice(note.text, note.spans, surrogates)
         output = note.with_text(text, spans)
@@ -151,6 +173,8 @@ class SurrogateReplacer:
         surrogate = operator.replace(mention)
         if surrogate != surface:
             self.replaced[span.label] += 1
+            if operator.avoids_originals and operator.is_original(mention, surrogate):
+                self.collisions[span.label] += 1
         elif operator.allows_identity(mention):
             self.kept_deliberately[span.label] += 1
         else:

@@ -8,6 +8,14 @@ apart from counters: every random choice comes from the key's HMAC of
 ``*`` when consistency is corpus-wide), so the same original gets the same
 surrogate wherever it appears in that scope, reruns are identical, and another
 key gives unrelated surrogates.
+
+A surrogate must also differ from every original of its scope, not only from
+its own original: otherwise one doctor's surrogate can be another doctor's
+real name in the same note, and that real name then reads as a surrogate.
+Before replacing, the engine collects the normalised original surfaces of
+every patient (:class:`Originals`, a first pass over the notes) and hands them
+to the operators, which redraw (deterministically, with an attempt counter in
+the HMAC parts) any draw equal to one of them.
 """
 
 from __future__ import annotations
@@ -15,15 +23,18 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from synthdeid.errors import ConfigError
+from synthdeid.notes import Note
 from synthdeid.surrogate.keying import SurrogateKey
 
 OPERATORS: dict[str, type[SurrogateOperator]] = {}
 CONSISTENCY_SCOPES = ("patient", "corpus")
+# the scope of every mention when consistency is corpus-wide
+CORPUS_SCOPE = "*"
 
 
 def register(cls: type[SurrogateOperator]) -> type[SurrogateOperator]:
@@ -48,17 +59,56 @@ def normalize(surface: str) -> str:
     return " ".join(surface.split()).casefold()
 
 
+class Originals:
+    """The normalised original surfaces of each patient and of the whole corpus, by label.
+
+    Filled from all the notes before any replacement; only surfaces are kept
+    (memory grows with the distinct surfaces, not with the notes). The scope
+    :data:`CORPUS_SCOPE` holds every patient's surfaces.
+    """
+
+    def __init__(self) -> None:
+        self._by_label: dict[str, dict[str, set[str]]] = {}
+        self._all: dict[str, set[str]] = {}
+
+    def add(self, patient_id: str, label: str, surface: str) -> None:
+        folded = normalize(surface)
+        for scope in (patient_id, CORPUS_SCOPE):
+            self._by_label.setdefault(scope, {}).setdefault(label, set()).add(folded)
+            self._all.setdefault(scope, set()).add(folded)
+
+    def add_notes(self, notes: Iterable[Note]) -> None:
+        for note in notes:
+            for span in note.spans:
+                self.add(note.patient_id, span.label, span.surface(note.text))
+
+    def surfaces(self, scope: str, label: str | None = None) -> Set[str]:
+        """The normalised originals of ``scope`` (of one ``label``, or of all labels)."""
+        if label is None:
+            return self._all.get(scope, frozenset())
+        return self._by_label.get(scope, {}).get(label, frozenset())
+
+
 class SurrogateOperator(ABC):
     """Replaces a mention by its surrogate.
 
     Subclasses set ``name`` and ``defaults`` (their options and default values)
     and implement :meth:`replace`. Unknown options are a configuration error.
+    ``originals`` are the originals no surrogate of a scope may equal (see
+    :meth:`is_original`); operators whose output is a category rather than a
+    value (ages, placeholders, keeping) set ``avoids_originals`` to False.
     """
 
     name: ClassVar[str]
     defaults: ClassVar[Mapping[str, Any]] = {}
+    avoids_originals: ClassVar[bool] = True
 
-    def __init__(self, key: SurrogateKey, options: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        key: SurrogateKey,
+        options: Mapping[str, Any] | None = None,
+        originals: Originals | None = None,
+    ) -> None:
         options = dict(options or {})
         consistency = options.pop("consistency", "patient")
         if consistency not in CONSISTENCY_SCOPES:
@@ -75,11 +125,16 @@ class SurrogateOperator(ABC):
         self.key = key
         self.consistency = consistency
         self.options: dict[str, Any] = {**self.defaults, **options}
+        self.originals = Originals() if originals is None else originals
         # what happened, for the step's summary (e.g. "unparsed_dates": 3)
         self.counts: Counter[str] = Counter()
 
     def scope(self, mention: Mention) -> str:
-        return mention.patient_id if self.consistency == "patient" else "*"
+        return mention.patient_id if self.consistency == "patient" else CORPUS_SCOPE
+
+    def is_original(self, mention: Mention, candidate: str) -> bool:
+        """Whether ``candidate`` equals (normalised) any original of the mention's scope."""
+        return normalize(candidate) in self.originals.surfaces(self.scope(mention))
 
     def rng(self, mention: Mention, *extra: str) -> random.Random:
         """Randomness for this original in this scope (same inputs, same stream)."""
@@ -97,7 +152,10 @@ class SurrogateOperator(ABC):
 
 
 def build_operator(
-    key: SurrogateKey, name: str, options: Mapping[str, Any] | None = None
+    key: SurrogateKey,
+    name: str,
+    options: Mapping[str, Any] | None = None,
+    originals: Originals | None = None,
 ) -> SurrogateOperator:
     try:
         cls = OPERATORS[name]
@@ -105,4 +163,4 @@ def build_operator(
         raise ConfigError(
             f"unknown surrogate operator {name!r}; known: {', '.join(sorted(OPERATORS))}"
         ) from None
-    return cls(key, options)
+    return cls(key, options, originals)

@@ -59,18 +59,23 @@ def _bump(surface: str) -> str:
     raise ValueError("no digit or letter to change")
 
 
-def preserve_format(surface: str, rng_for: Callable[[int], random.Random]) -> str | None:
+def preserve_format(
+    surface: str,
+    rng_for: Callable[[int], random.Random],
+    accept: Callable[[str], bool] | None = None,
+) -> str | None:
     """A format-preserving surrogate of ``surface``, different from it.
 
     ``rng_for(attempt)`` gives the random stream of each draw (attempt 0, 1, ...);
-    a draw equal to the original is redrawn. ``None`` when the surface has no
+    a draw equal to the original, or one ``accept`` refuses (e.g. another
+    original of the same patient), is redrawn. ``None`` when the surface has no
     digit or letter, so no surrogate of the same format can differ from it.
     """
     if not any(is_changeable(char) for char in surface):
         return None
     for attempt in range(MAX_DRAWS):
         candidate = scramble(surface, rng_for(attempt))
-        if candidate != surface:
+        if candidate != surface and (accept is None or accept(candidate)):
             return candidate
     # only reachable with vanishing probability (e.g. 10**-8 for one digit)
     return _bump(surface)
@@ -86,8 +91,9 @@ class FormatPreservingOperator(SurrogateOperator):
     """Digit for digit, letter for letter (same case), other characters kept.
 
     For PHONE and ID mentions. The result has the original's length and
-    separators and always differs from it. A surface without any digit or
-    letter (``"--"``) cannot change while keeping its format; it becomes ``X``
+    separators and always differs from it; a draw equal to another original of
+    its scope is redrawn. A surface without any digit or letter (``"--"``)
+    cannot change while keeping its format; it becomes ``X``
     repeated to its length (so it no longer matches the original) and is
     counted as ``format_unchangeable``.
     """
@@ -98,7 +104,10 @@ class FormatPreservingOperator(SurrogateOperator):
         def rng_for(attempt: int) -> random.Random:
             return self.rng(mention) if attempt == 0 else self.rng(mention, f"redraw {attempt}")
 
-        surrogate = preserve_format(mention.surface, rng_for)
+        def accept(candidate: str) -> bool:
+            return not self.is_original(mention, candidate)
+
+        surrogate = preserve_format(mention.surface, rng_for, accept)
         if surrogate is None:
             self.counts["format_unchangeable"] += 1
             return unchangeable_fill(mention.surface)

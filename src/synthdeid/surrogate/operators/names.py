@@ -38,6 +38,13 @@ The result never equals the original: every name word and initial is
 replaced by a different one, separators are kept, and a surface with no name
 word at all ("Dr.", "MD") has its titles replaced as names; a surface without
 letters becomes a surname.
+
+Nor is a surrogate another real name of the scope: a drawn word equal
+(case-insensitively) to any word of any original of the scope, whatever its
+label, is redrawn like one equal to the word itself, and an initial's letter is
+drawn among the letters no original of the scope uses as an initial (while one
+is left). Otherwise one doctor's surrogate could be another doctor's real name
+in the same note, and that real name would then pass for a surrogate.
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ import random
 import re
 import string
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, Literal
@@ -55,7 +62,13 @@ import faker
 
 from synthdeid.errors import ConfigError
 from synthdeid.surrogate.keying import SurrogateKey
-from synthdeid.surrogate.operators.base import Mention, SurrogateOperator, normalize, register
+from synthdeid.surrogate.operators.base import (
+    Mention,
+    Originals,
+    SurrogateOperator,
+    normalize,
+    register,
+)
 
 Role = Literal["first", "last"]
 Kind = Literal["word", "initials", "title", "credential"]
@@ -147,6 +160,49 @@ class Lexicon:
     def is_known(self, word: str) -> bool:
         folded = word.casefold()
         return folded in self.first or folded in self.last
+
+
+@dataclass(frozen=True)
+class TakenNames:
+    """What the originals of one scope use as name words and as initials, casefolded."""
+
+    words: frozenset[str]
+    initials: frozenset[str]
+
+    @classmethod
+    def of(cls, surfaces: Iterable[str]) -> TakenNames:
+        """From normalised (casefolded) surfaces of any label.
+
+        Words are the letter runs with their inner apostrophes ("o'brien") and
+        without ("o", "brien"); initials are the letters of single letters,
+        dotted groups ("j.s.") and 2-3 letters without a vowel ("js") that are
+        no title or credential.
+        """
+        words: set[str] = set()
+        initials: set[str] = set()
+        for surface in surfaces:
+            for match in _TOKEN.finditer(surface):
+                text = match.group().casefold()
+                word = match.group("word")
+                bare = text.replace(".", "")
+                if match.group("dotted") or len(text) == 1 or _initials_like(bare):
+                    initials.update(char for char in text if char.isalpha())
+                if word:
+                    for part in word.casefold().split("-"):
+                        words.add(part)
+                        words.update(p for p in re.split(f"[{_APOSTROPHES}]", part) if p)
+        return cls(frozenset(words), frozenset(initials))
+
+
+def _initials_like(word: str) -> bool:
+    """2-3 letters without a vowel that are no title or credential ("js", not "dr")."""
+    return (
+        2 <= len(word) <= 3
+        and word.isalpha()
+        and not _VOWELS & set(word)
+        and word not in TITLES
+        and word not in CREDENTIALS
+    )
 
 
 def tokenize(surface: str, lexicon: Lexicon) -> list[Token]:
@@ -267,8 +323,13 @@ class NameOperator(SurrogateOperator):
     name = "name"
     defaults: Mapping[str, Any] = {"locale": "en_US"}
 
-    def __init__(self, key: SurrogateKey, options: Mapping[str, Any] | None = None) -> None:
-        super().__init__(key, options)
+    def __init__(
+        self,
+        key: SurrogateKey,
+        options: Mapping[str, Any] | None = None,
+        originals: Originals | None = None,
+    ) -> None:
+        super().__init__(key, options, originals)
         locale = self.options["locale"]
         try:
             self._fake = faker.Faker(locale)
@@ -284,6 +345,7 @@ class NameOperator(SurrogateOperator):
             last=self._pools["last"].casefolded(),
         )
         self._cache: dict[tuple[str, str, str], str] = {}
+        self._taken: dict[str, TakenNames] = {}
 
     def replace(self, mention: Mention) -> str:
         surface = mention.surface
@@ -331,16 +393,24 @@ class NameOperator(SurrogateOperator):
         if cached is not None:
             return cached
         pool = self._pool_for(role, folded)
+        taken = self.taken(scope).words
+        fallback = None
         for attempt in range(_MAX_DRAWS):
             self._fake.seed_instance(self.key.integer(self.name, scope, role, folded, str(attempt)))
             candidate = pool.draw(self._fake.random)
-            if candidate.casefold() != folded and _PLAIN_NAME.fullmatch(candidate):
+            if candidate.casefold() == folded or not _PLAIN_NAME.fullmatch(candidate):
+                continue
+            if candidate.casefold() not in taken:
                 break
+            fallback = fallback or candidate
         else:
-            raise ConfigError(
-                f"operator name: no usable {role} name for locale {self.options['locale']!r} "
-                f"after {_MAX_DRAWS} draws"
-            )
+            if fallback is None:
+                raise ConfigError(
+                    f"operator name: no usable {role} name for locale "
+                    f"{self.options['locale']!r} after {_MAX_DRAWS} draws"
+                )
+            # every draw was another original's word; the engine counts the collision
+            candidate = fallback
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
         self._cache[cache_key] = candidate
@@ -353,9 +423,20 @@ class NameOperator(SurrogateOperator):
         cached = self._cache.get(cache_key)
         if cached is None:
             rng = self.key.rng(self.name, scope, "initial", folded)
-            cached = rng.choice([c for c in string.ascii_uppercase if c.casefold() != folded])
+            letters = [c for c in string.ascii_uppercase if c.casefold() != folded]
+            taken = self.taken(scope).initials
+            cached = rng.choice([c for c in letters if c.casefold() not in taken] or letters)
             self._cache[cache_key] = cached
         return cached.lower() if letter.islower() else cached
+
+    def taken(self, scope: str) -> TakenNames:
+        """The words and initials the originals of ``scope`` use (see the module docstring)."""
+        cached = self._taken.get(scope)
+        if cached is None:
+            if len(self._taken) >= _CACHE_LIMIT:
+                self._taken.clear()
+            cached = self._taken[scope] = TakenNames.of(self.originals.surfaces(scope))
+        return cached
 
     def _pool_for(self, role: Role, folded: str) -> NamePool:
         if role == "last":

@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from synthdeid.errors import ConfigError
 from synthdeid.surrogate.keying import SurrogateKey
-from synthdeid.surrogate.operators.base import Mention, SurrogateOperator, normalize, register
+from synthdeid.surrogate.operators.base import (
+    Mention,
+    Originals,
+    SurrogateOperator,
+    normalize,
+    register,
+)
 from synthdeid.surrogate.operators.formats import preserve_format, unchangeable_fill
 
 if TYPE_CHECKING:
@@ -142,10 +148,32 @@ COUNTRIES = _wordset(
 )
 
 _ZIP = re.compile(r"\d{5}(?:-\d{4})?")
-_TRAILING_ZIP = re.compile(r"(?P<head>.*[^\W\d_].*?)(?P<space>\s+)(?P<zip>\d{5}(?:-\d{4})?)")
+_LETTER = re.compile(r"[^\W\d_]")
 _HOUSE_NUMBER = re.compile(r"\d+[A-Za-z]?(?:-\d+)?,?")
 _COMMA = re.compile(r"(\s*,\s*)")
 _ACRONYM = re.compile(r"[A-Z&]{2,6}")
+
+
+def split_trailing_zip(text: str) -> tuple[str, str, str] | None:
+    """``(head, space, zip)`` when ``text`` ends in whitespace and a zip code, else None.
+
+    The zip is ``12345`` or ``12345-6789`` at the very end, after at least one
+    whitespace character (all of them go to ``space``); ``head`` is everything
+    before, holds a letter and no line break. Linear in the length of ``text``:
+    only the fixed-size end is matched, the head is scanned once.
+    """
+    for width in (10, 5):
+        zip_code = text[-width:]
+        if len(text) > width and _ZIP.fullmatch(zip_code):
+            break
+    else:
+        return None
+    before = text[: len(text) - width]
+    head = before.rstrip()
+    space = before[len(head) :]
+    if not space or "\n" in head or not _LETTER.search(head):
+        return None
+    return head, space, zip_code
 
 
 def _word(token: str) -> str:
@@ -261,7 +289,9 @@ class LocationOperator(SurrogateOperator):
 
     Options: ``locale`` (Faker locale, default ``en_US``) and ``gazetteer`` (a mapping
     from kind to a list of names; a kind listed there is drawn from it, excluding
-    the original, instead of from Faker). Counts ``location_<kind>`` per part,
+    the original, instead of from Faker). A draw equal to any original of the
+    mention's scope (another place of the same patient) is redrawn like one
+    equal to the original itself. Counts ``location_<kind>`` per part,
     ``location_fallback`` when no different draw was found (the letters and digits
     are then scrambled) and ``location_unchangeable`` for a surface without
     letters or digits (replaced by ``X``).
@@ -270,8 +300,13 @@ class LocationOperator(SurrogateOperator):
     name = "location"
     defaults: ClassVar[Mapping[str, Any]] = {"locale": "en_US", "gazetteer": None}
 
-    def __init__(self, key: SurrogateKey, options: Mapping[str, Any] | None = None) -> None:
-        super().__init__(key, options)
+    def __init__(
+        self,
+        key: SurrogateKey,
+        options: Mapping[str, Any] | None = None,
+        originals: Originals | None = None,
+    ) -> None:
+        super().__init__(key, options, originals)
         self.locale = str(self.options["locale"])
         self.gazetteer = self._check_gazetteer(self.options["gazetteer"])
         self.fake = _faker(self.locale)
@@ -317,7 +352,8 @@ class LocationOperator(SurrogateOperator):
             surrogate = "".join(out)
         else:
             surrogate = self._part(mention, surface, mention.label)
-        if normalize(surrogate) == normalize(surface):  # parts differ, the whole must too
+        # parts differ, the whole must too, and from every other original of the scope
+        if normalize(surrogate) == normalize(surface) or self.is_original(mention, surrogate):
             surrogate = self._scramble(mention, surface)
         return surrogate
 
@@ -328,20 +364,23 @@ class LocationOperator(SurrogateOperator):
         mention's label.
         """
         part = replace_field(mention, surface=text)
-        trailing = _TRAILING_ZIP.fullmatch(text.strip())
-        if trailing and classify(trailing["head"], label) != HOSPITAL:
-            head = self._part(mention, trailing["head"], label)
-            zip_code = self._part(mention, trailing["zip"], label)
+        trailing = split_trailing_zip(text.strip())
+        if trailing and classify(trailing[0], label) != HOSPITAL:
+            head_text, space, zip_text = trailing
+            head = self._part(mention, head_text, label)
+            zip_code = self._part(mention, zip_text, label)
             leading = text[: len(text) - len(text.lstrip())]
             trailing_space = text[len(text.rstrip()) :]
-            return f"{leading}{head}{trailing['space']}{zip_code}{trailing_space}"
+            return f"{leading}{head}{space}{zip_code}{trailing_space}"
         kind = classify(text, label)
         self.counts[f"location_{kind}"] += 1
         if kind in (ZIP, CODE):
             return self._scramble(part, text)
         if kind in self.gazetteer:
             candidates = [
-                name for name in self.gazetteer[kind] if normalize(name) != normalize(text)
+                name
+                for name in self.gazetteer[kind]
+                if normalize(name) != normalize(text) and not self.is_original(mention, name)
             ]
             if candidates:
                 choice = self.rng(part, "gazetteer", kind).choice(candidates)
@@ -350,7 +389,7 @@ class LocationOperator(SurrogateOperator):
         for attempt in range(MAX_DRAWS):
             self.fake.seed_instance(self.rng(part, kind, str(attempt)).getrandbits(128))
             candidate = apply_case(draw(), case_style(text))
-            if normalize(candidate) != normalize(text):
+            if normalize(candidate) != normalize(text) and not self.is_original(mention, candidate):
                 return candidate
         self.counts["location_fallback"] += 1
         return self._scramble(part, text)
@@ -359,7 +398,10 @@ class LocationOperator(SurrogateOperator):
         def rng_for(attempt: int) -> random.Random:
             return self.rng(mention, "scramble", str(attempt))
 
-        return preserve_format(text, rng_for) or unchangeable_fill(text)
+        def accept(candidate: str) -> bool:
+            return not self.is_original(mention, candidate)
+
+        return preserve_format(text, rng_for, accept) or unchangeable_fill(text)
 
     def _drawer(self, kind: str, text: str) -> Callable[[], str]:
         """A function drawing one surrogate of ``kind`` from the (seeded) Faker."""

@@ -15,7 +15,13 @@ from typing import Any, ClassVar
 
 from synthdeid.errors import ConfigError
 from synthdeid.surrogate.keying import SurrogateKey
-from synthdeid.surrogate.operators.base import Mention, SurrogateOperator, normalize, register
+from synthdeid.surrogate.operators.base import (
+    Mention,
+    Originals,
+    SurrogateOperator,
+    normalize,
+    register,
+)
 
 # ---------------------------------------------------------------- ages
 
@@ -114,9 +120,15 @@ class AgeOperator(SurrogateOperator):
 
     name = "age"
     defaults: ClassVar[Mapping[str, Any]] = {"threshold": 90}
+    avoids_originals = False  # "90+" or the age itself: a category, not a value
 
-    def __init__(self, key: SurrogateKey, options: Mapping[str, Any] | None = None) -> None:
-        super().__init__(key, options)
+    def __init__(
+        self,
+        key: SurrogateKey,
+        options: Mapping[str, Any] | None = None,
+        originals: Originals | None = None,
+    ) -> None:
+        super().__init__(key, options, originals)
         threshold = self.options["threshold"]
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
             raise ConfigError(
@@ -169,9 +181,15 @@ class RedactOperator(SurrogateOperator):
 
     name = "redact"
     defaults: ClassVar[Mapping[str, Any]] = {"template": "[{label}]"}
+    avoids_originals = False  # a placeholder, not a value
 
-    def __init__(self, key: SurrogateKey, options: Mapping[str, Any] | None = None) -> None:
-        super().__init__(key, options)
+    def __init__(
+        self,
+        key: SurrogateKey,
+        options: Mapping[str, Any] | None = None,
+        originals: Originals | None = None,
+    ) -> None:
+        super().__init__(key, options, originals)
         self.template = str(self.options["template"])
         try:
             self.template.format(label="LABEL")
@@ -196,14 +214,19 @@ class HashOperator(SurrogateOperator):
     The HMAC covers the scope (patient or corpus), the label and the normalised
     original, so the same original gets the same hash within its scope, nothing
     can be recovered from it without the key, and another key gives unrelated
-    hashes. Counts ``hashed``.
+    hashes. A hash equal to any original of the scope is redrawn. Counts ``hashed``.
     """
 
     name = "hash"
     defaults: ClassVar[Mapping[str, Any]] = {"prefix": "", "length": 10}
 
-    def __init__(self, key: SurrogateKey, options: Mapping[str, Any] | None = None) -> None:
-        super().__init__(key, options)
+    def __init__(
+        self,
+        key: SurrogateKey,
+        options: Mapping[str, Any] | None = None,
+        originals: Originals | None = None,
+    ) -> None:
+        super().__init__(key, options, originals)
         length = self.options["length"]
         if isinstance(length, bool) or not isinstance(length, int) or not 4 <= length <= 64:
             raise ConfigError(
@@ -218,7 +241,9 @@ class HashOperator(SurrogateOperator):
         while True:
             extra = (f"redraw {attempt}",) if attempt else ()
             surrogate = self.prefix + self.key.digest(*parts, *extra).hex()[: self.length]
-            if normalize(surrogate) != normalize(mention.surface):
+            if not self.is_original(mention, surrogate) and normalize(surrogate) != normalize(
+                mention.surface
+            ):
                 self.counts["hashed"] += 1
                 return surrogate
             attempt += 1
@@ -229,6 +254,7 @@ class KeepOperator(SurrogateOperator):
     """The original, unchanged and deliberately so (for labels left as they are)."""
 
     name = "keep"
+    avoids_originals = False
 
     def allows_identity(self, mention: Mention) -> bool:
         return True
