@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import resource
+import secrets
 import subprocess
 import sys
 import tempfile
@@ -77,11 +78,12 @@ def measure(input_path: Path, policies: dict | None) -> dict[str, float]:
     command = [sys.executable, __file__, "--child", str(input_path), str(out)]
     if policies is not None:
         command += ["--policies", json.dumps(policies)]
-    env = {**os.environ, "SYNTHDEID_SECRET": "benchmark-secret", "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "SYNTHDEID_SECRET": secrets.token_hex(32), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
     if result.returncode != 0:
         raise SystemExit(f"benchmark child failed:\n{result.stderr[-2000:]}")
     out.unlink(missing_ok=True)
+    out.with_suffix(".offsets.parquet").unlink(missing_ok=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -94,9 +96,9 @@ def child(input_path: str, output_path: str, policies: str | None) -> None:
 
     replacer = SurrogateReplacer(load_key(), json.loads(policies) if policies else None)
     started = time.perf_counter()
-    stats = replace_file(
-        Path(input_path), Path(output_path), replacer, make_provenance("bench", {})
-    )
+    output = Path(output_path)
+    offsets = output.with_suffix(".offsets.parquet")
+    stats = replace_file(Path(input_path), output, offsets, replacer, make_provenance("bench", {}))
     seconds = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"notes": stats.notes, "seconds": seconds, "peak_mb": peak_mb}))

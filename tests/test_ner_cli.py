@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from synthdeid.cli import main
 from synthdeid.ner.model import NER_CONFIG_FILE
 from synthdeid.ner.regex_detectors import detect
 from synthdeid.notes import Note, read_notes, write_notes
+from synthdeid.surrogate.keying import DEMO_KEY_FILE, SECRET_VARIABLE, SurrogateKey
 
 pytestmark = pytest.mark.slow
 
@@ -249,7 +251,8 @@ def test_deid_records_the_safe_harbor_ages_policy(work: dict[str, Path]) -> None
 
 def test_deid_writes_keyed_surrogates(work: dict[str, Path], tmp_path: Path) -> None:
     key_file = tmp_path / "made-up.key"
-    key_file.write_text("# a made-up test secret\nnot-a-real-secret-4711\n")
+    secret = hashlib.sha256(b"made-up test secret").hexdigest()
+    key_file.write_text(f"# a made-up test secret\n{secret}\n")
     surrogate_path = work["root"] / "surrogate" / "surrogates.parquet"
     code, out = deid(
         work,
@@ -277,6 +280,31 @@ def test_deid_writes_keyed_surrogates(work: dict[str, Path], tmp_path: Path) -> 
             changed += 1
         assert gaps(note) == gaps(original)
     assert changed > 0
+    # the key's fingerprint (never the key) is a parameter, as in replace_surrogates
+    params = json.loads(out.with_suffix(".summary.json").read_text())["provenance"]["params"]
+    assert params["key_fingerprint"] == SurrogateKey(secret.encode()).fingerprint()
+    assert secret not in out.with_suffix(".summary.json").read_text()
+
+
+def test_deid_refuses_the_public_demo_key_on_other_notes(
+    work: dict[str, Path], repo: Path, monkeypatch, capsys
+) -> None:
+    monkeypatch.delenv(SECRET_VARIABLE, raising=False)
+    out_deid = work["root"] / "demo_key" / "surrogates.parquet"
+    code, out = deid(
+        work,
+        "demo_key",
+        "--mode",
+        "surrogate",
+        "--key-file",
+        str(repo / DEMO_KEY_FILE),
+        "--out-deidentified",
+        str(out_deid),
+    )
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "public demo key" in err and "'made-up'" in err and "surrogate.key_file: null" in err
+    assert not out.exists() and not out_deid.exists()
 
 
 def test_deid_surrogates_need_a_key(work: dict[str, Path], tmp_path: Path, monkeypatch) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pyarrow.parquet as pq
@@ -25,6 +26,8 @@ from synthdeid.surrogate.replace import (
 from synthdeid.surrogate.stage import SURROGATE_SCHEMA
 
 KEY = SurrogateKey(b"unit-test-key")
+# a secret that load_key accepts (64 hex digits, like `openssl rand -hex 32`)
+SECRET = hashlib.sha256(b"surrogate replacement tests").hexdigest()
 # label-independent operators, so properties hold whatever the text looks like
 HASHED = {label: {"operator": "hash", "options": {"length": 6}} for label in CANONICAL_LABELS}
 
@@ -140,9 +143,10 @@ def test_key_loading(tmp_path, monkeypatch) -> None:
     (tmp_path / "empty.key").write_text("\n")
     with pytest.raises(ConfigError, match="is empty"):
         load_key(tmp_path / "empty.key")
-    monkeypatch.setenv(SECRET_VARIABLE, "s3cret")
+    monkeypatch.setenv(SECRET_VARIABLE, SECRET)
     key = load_key()
-    assert "s3cret" not in repr(key) and key.fingerprint() == SurrogateKey(b"s3cret").fingerprint()
+    assert SECRET not in repr(key)
+    assert key.fingerprint() == SurrogateKey(SECRET.encode()).fingerprint()
     assert SurrogateKey(b"a").fingerprint() != SurrogateKey(b"b").fingerprint()
 
 
@@ -160,7 +164,7 @@ def test_cli_streams_and_writes_schema_summary_without_the_key(tmp_path, monkeyp
     ]
     source, out = tmp_path / "in.parquet", tmp_path / "out" / "notes.parquet"
     write_notes(notes, source)
-    monkeypatch.setenv(SECRET_VARIABLE, "cli-secret")
+    monkeypatch.setenv(SECRET_VARIABLE, SECRET)
     policies = json.dumps(HASHED)
     assert (
         main(["surrogate", str(source), str(out), "--policies", policies, "--batch-rows", "4"]) == 0
@@ -171,12 +175,12 @@ def test_cli_streams_and_writes_schema_summary_without_the_key(tmp_path, monkeyp
     assert len(replaced) == 25 and all("Ames" not in n.text for n in replaced)
     written = "".join(p.read_text(errors="ignore") for p in out.parent.rglob("*") if p.is_file())
     written += out.read_bytes().decode("latin-1")
-    assert "cli-secret" not in written
+    assert SECRET not in written
     summary = json.loads((out.parent / "notes.summary.json").read_text())
     assert summary["summary"]["replaced_by_label"] == {"DOCTOR": 25}
     assert (
         summary["provenance"]["params"]["key_fingerprint"]
-        == SurrogateKey(b"cli-secret").fingerprint()
+        == SurrogateKey(SECRET.encode()).fingerprint()
     )
 
 

@@ -11,12 +11,27 @@ from snakemake.utils import validate
 from synthdeid.labels import CANONICAL_LABELS, coarse_view
 from synthdeid.errors import ConfigError
 from synthdeid.readers import get_reader
-from synthdeid.surrogate.keying import load_key
+from synthdeid.split import check_fractions
+from synthdeid.surrogate.keying import (
+    DEMO_CORPUS_FILE,
+    DEMO_SOURCE,
+    SurrogateKey,
+    demo_key_refusal,
+    is_demo_key,
+    load_key,
+    read_key_file,
+)
 from synthdeid.tabular.synthesizers import DPGAN_ENV, SYNTHESIZERS
 from synthdeid.teacher.teachers import check_settings as check_teacher_settings
 from synthdeid.workflow_support import ensure_cli_on_path
 
 validate(config, schema="../schemas/config.schema.yaml")
+
+# what the schema cannot say, checked before any job is planned
+try:
+    check_fractions(config["split"]["fractions"])
+except ConfigError as exc:
+    raise WorkflowError(f"config: {exc}") from None
 
 ensure_cli_on_path()
 
@@ -63,12 +78,55 @@ LABEL_MAP = as_json(
 COARSE_VIEW = as_json(coarse_view(config["labels"]["coarse_view"]))
 
 
-def surrogate_key_fingerprint(wildcards):
-    """Fingerprint of the surrogate key (never the key): a new key reruns replace_surrogates."""
+def key_fingerprint(rule):
+    """Fingerprint of the surrogate key (never the key), for ``rule``'s params."""
     try:
         return load_key(config["surrogate"]["key_file"]).fingerprint()
     except ConfigError as exc:
-        raise WorkflowError(f"replace_surrogates: {exc}") from None
+        raise WorkflowError(f"{rule}: {exc}") from None
+
+
+def surrogate_key_fingerprint(wildcards):
+    """A new key reruns replace_surrogates."""
+    return key_fingerprint("replace_surrogates")
+
+
+def deid_key_fingerprint(wildcards):
+    """In surrogate mode a new key reruns predict_ner; redaction needs no key."""
+    if config["ner"]["deid"]["mode"] != "surrogate":
+        return ""
+    return key_fingerprint("predict_ner")
+
+
+def uses_embedded_demo_corpus():
+    """Whether the corpus is the synthetic demo corpus shipped in resources/demo/."""
+    corpus = config["corpus"]
+    return (
+        not corpus.get("path_env")
+        and corpus.get("source") == DEMO_SOURCE
+        and Path(corpus.get("path") or "").resolve() == Path(DEMO_CORPUS_FILE).resolve()
+    )
+
+
+def check_demo_key():
+    """The public demo key is refused for any corpus but the embedded demo corpus.
+
+    Named configs merge over config.yaml, so one that does not reset
+    surrogate.key_file inherits the demo key file; it is recognised by its
+    fingerprint, wherever it lies.
+    """
+    key_file = config["surrogate"]["key_file"]
+    if not key_file or uses_embedded_demo_corpus():
+        return
+    try:
+        demo = is_demo_key(SurrogateKey(read_key_file(key_file)))
+    except ConfigError:
+        return  # unreadable: the rules that need the key say why
+    if demo:
+        raise WorkflowError(demo_key_refusal("surrogate.key_file", f"corpus {CORPUS!r}"))
+
+
+check_demo_key()
 
 
 def overview_title(wildcards):

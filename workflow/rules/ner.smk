@@ -122,6 +122,8 @@ rule predict_ner:
 
     output: predictions.parquet (original text, predicted spans),
             deidentified.parquet (redacted or surrogate text), summary.json (notes/s)
+    In surrogate mode the key's fingerprint is a parameter, as for
+    replace_surrogates (a new key reruns this step).
     """
     input:
         model=run_model,
@@ -144,6 +146,7 @@ rule predict_ner:
         precision=config["ner"]["deid"]["precision"],
         batch_size=config["ner"]["deid"]["batch_size"],
         key_file=config["surrogate"]["key_file"] or "",
+        key_fingerprint=deid_key_fingerprint,
     shell:
         "synthdeid --log {log:q} deid --model {input.model:q} --notes {input.notes:q}"
         " --parts {params.parts:q} --out {output.predictions:q}"

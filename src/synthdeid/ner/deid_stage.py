@@ -26,15 +26,21 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synthdeid.artifacts import make_provenance, write_json_atomic
+from synthdeid.cli_types import (
+    input_dir,
+    input_file,
+    optional_input_file,
+    output_file,
+    positive_int,
+)
 from synthdeid.errors import ConfigError
 from synthdeid.ner.ages import drop_young_ages
 from synthdeid.ner.regex_detectors import DETECTORS, detect, union_spans
 from synthdeid.notes import Note, Span, read_notes, splice, write_notes
-from synthdeid.surrogate.keying import SurrogateKey, load_key
+from synthdeid.surrogate.keying import SurrogateKey, load_key, refuse_demo_key
 
 if TYPE_CHECKING:
     from synthdeid.ner.model import SpanTagger
@@ -118,19 +124,21 @@ def predict_notes(
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--model", required=True, type=Path, help="trained model or ensemble directory"
+        "--model", required=True, type=input_dir, help="trained model or ensemble directory"
     )
-    parser.add_argument("--notes", required=True, type=Path, help="notes table to de-identify")
+    parser.add_argument(
+        "--notes", required=True, type=input_file, help="notes table to de-identify"
+    )
     parser.add_argument(
         "--parts",
         nargs="*",
         default=[],
         help="only notes of these split parts (default: every note)",
     )
-    parser.add_argument("--out", required=True, type=Path, help="notes with predicted spans")
-    parser.add_argument("--out-deidentified", type=Path, default=None)
+    parser.add_argument("--out", required=True, type=output_file, help="notes with predicted spans")
+    parser.add_argument("--out-deidentified", type=output_file, default=None)
     parser.add_argument("--mode", choices=MODES, default="redact")
-    parser.add_argument("--summary", type=Path, default=None)
+    parser.add_argument("--summary", type=output_file, default=None)
     parser.add_argument("--o-threshold", type=float, default=None, help="override the model's")
     parser.add_argument(
         "--regex",
@@ -153,9 +161,14 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="same as --precision int8: dynamic int8 inference on CPU",
     )
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--batch-size", type=int, default=16, help="windows per batch")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--key-file", default=None, help="surrogate mode: the secret's file")
+    parser.add_argument("--batch-size", type=positive_int, default=16, help="windows per batch")
+    parser.add_argument("--threads", type=positive_int, default=None)
+    parser.add_argument(
+        "--key-file",
+        type=optional_input_file,
+        default=None,
+        help="surrogate mode: the secret's file",
+    )
     parser.add_argument("--consistency", default="patient", help="surrogate mode")
 
 
@@ -184,6 +197,7 @@ def deidentify(
 
     labels = sorted({span.label for note in notes for span in note.spans})
     replacer = SurrogateReplacer(key, labels=labels, consistency=consistency)
+    replacer.collect(notes)  # no surrogate equals another predicted original of its patient
     return [replacer.replace_note(note).note for note in notes]
 
 
@@ -201,6 +215,8 @@ def run(args: argparse.Namespace) -> None:
     notes = read_notes(args.notes)
     if args.parts:
         notes = [note for note in notes if note.split in set(args.parts)]
+    if key is not None:  # before the model loads: nothing is done with the demo key
+        refuse_demo_key(key, {note.source for note in notes}, f"deid --mode surrogate {args.notes}")
     tagger = load_tagger(args.model, device=args.device, precision=args.precision)
     regex = regex_labels_from(args.regex, tagger.settings.regex_detectors)
     predicted, stats = predict_notes(
@@ -220,6 +236,8 @@ def run(args: argparse.Namespace) -> None:
         "precision": args.precision,
         "parts": args.parts,
         "mode": args.mode,
+        # only the key's fingerprint, as replace_surrogates records it
+        "key_fingerprint": None if key is None else key.fingerprint(),
     }
     provenance = make_provenance("deid", params, {"notes": args.notes})
     write_notes(predicted, args.out, provenance)

@@ -18,12 +18,14 @@ from synthdeid.artifacts import (
     atomic_path,
     make_provenance,
     open_parquet,
+    remove_stale_temporaries,
     write_json_atomic,
 )
+from synthdeid.cli_types import input_file, optional_input_file, output_file, positive_int
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.local_only import LOCAL_ONLY_METADATA, local_path
-from synthdeid.notes import NOTES_SCHEMA, notes_to_table, table_to_notes
-from synthdeid.surrogate.keying import load_key
+from synthdeid.notes import NOTES_SCHEMA, NoteIds, notes_to_table, require_notes, table_to_notes
+from synthdeid.surrogate.keying import load_key, refuse_demo_key
 from synthdeid.surrogate.operators.base import CONSISTENCY_SCOPES
 from synthdeid.surrogate.replace import ReplacedNote, SurrogateReplacer
 
@@ -115,13 +117,23 @@ def replace_file(
     """Stream ``in_path`` row group by row group into ``out_path`` (atomic).
 
     The offset maps go to the local-only ``offsets_path`` (atomic too; both
-    files appear only when both are complete). Memory stays bounded by one
-    batch whatever the input size.
+    files appear only when both are complete). A first pass hands the
+    replacer the originals of every note (their normalised surfaces only), so
+    no surrogate equals another original of its patient wherever in the file
+    that original is. Memory stays bounded by one batch plus those surfaces
+    whatever the input size.
     """
     source = open_parquet(in_path)
     missing = [n for n in NOTES_SCHEMA.names if n not in source.schema_arrow.names]
     if missing:
         raise InputError(in_path, None, f"not a notes table: missing columns {missing}")
+    require_notes(source.metadata.num_rows, path=in_path)
+    # the first pass also checks that note ids are unique over the whole table, not
+    # only within a batch, before any output is opened
+    ids = NoteIds()
+    for batch in source.iter_batches(batch_size=batch_rows, columns=NOTES_SCHEMA.names):
+        table = pa.Table.from_batches([batch])
+        replacer.collect(table_to_notes(table, path=in_path, ids=ids, first_row=len(ids)))
     schema = SURROGATE_SCHEMA.with_metadata(
         {PROVENANCE_KEY: json.dumps(provenance, sort_keys=True).encode()}
     )
@@ -157,9 +169,17 @@ def replace_file(
     return stats
 
 
+def note_sources(path: Path) -> set[str]:
+    """The distinct ``source`` values of a notes table (only that column is read)."""
+    source = open_parquet(path)
+    if "source" not in source.schema_arrow.names:
+        return set()  # not a notes table: replace_file says so
+    return set(source.read(columns=["source"]).column("source").unique().to_pylist())
+
+
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("input", type=Path, help="notes table (Parquet) with labelled spans")
-    parser.add_argument("output", type=Path, help="surrogate notes table to write")
+    parser.add_argument("input", type=input_file, help="notes table (Parquet) with labelled spans")
+    parser.add_argument("output", type=output_file, help="surrogate notes table to write")
     parser.add_argument(
         "--labels",
         nargs="+",
@@ -174,30 +194,34 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--consistency", choices=CONSISTENCY_SCOPES, default="patient")
     parser.add_argument(
-        "--key-file", default=None, help="file holding the secret (default: $SYNTHDEID_SECRET)"
+        "--key-file",
+        type=optional_input_file,
+        default=None,
+        help="file holding the secret (default: $SYNTHDEID_SECRET)",
     )
     parser.add_argument(
-        "--summary", type=Path, default=None, help="summary JSON (default: beside OUT)"
+        "--summary", type=output_file, default=None, help="summary JSON (default: beside OUT)"
     )
     parser.add_argument(
         "--leftovers",
-        type=Path,
+        type=output_file,
         default=None,
         help="local-only JSON of original surfaces still in the output "
         "(default: local/<OUT stem>.leftovers.json beside OUT)",
     )
     parser.add_argument(
         "--offsets",
-        type=Path,
+        type=output_file,
         default=None,
         help="local-only Parquet of each span's original and surrogate offsets "
         "(default: local/<OUT stem>.offsets.parquet beside OUT)",
     )
-    parser.add_argument("--batch-rows", type=int, default=2048)
+    parser.add_argument("--batch-rows", type=positive_int, default=2048, help="notes per batch")
 
 
 def run(args: argparse.Namespace) -> None:
     key = load_key(args.key_file)  # first: a missing key stops before any work
+    refuse_demo_key(key, note_sources(args.input), f"surrogate {args.input}")
     if args.policies is not None and not isinstance(args.policies, dict):
         raise ConfigError("--policies must be a JSON object")
     replacer = SurrogateReplacer(key, args.policies, args.labels, args.consistency)
@@ -205,6 +229,8 @@ def run(args: argparse.Namespace) -> None:
     summary_path = args.summary or stem.with_name(f"{stem.name}.summary.json")
     leftovers_path = args.leftovers or local_path(args.output, ".leftovers.json")
     offsets_path = args.offsets or local_path(args.output, ".offsets.parquet")
+    # outputs at default paths are not arguments, so the command did not clean them
+    remove_stale_temporaries((summary_path, leftovers_path, offsets_path))
     params = {
         "labels": sorted(replacer.labels),
         "policies": {
@@ -223,6 +249,7 @@ def run(args: argparse.Namespace) -> None:
         "replaced_by_label": dict(sorted(replacer.replaced.items())),
         "kept_deliberately_by_label": dict(sorted(replacer.kept_deliberately.items())),
         "identity_replacements": 0,  # any would have stopped the run
+        "surrogates_equal_to_an_original": dict(sorted(replacer.collisions.items())),
         "operator_counts": replacer.operator_counts(),
         "notes_with_original_surfaces_left": stats.notes_with_surfaces_left,
         "original_surfaces_left": stats.surfaces_left,
@@ -236,6 +263,14 @@ def run(args: argparse.Namespace) -> None:
             stats.surfaces_left,
             stats.notes_with_surfaces_left,
             leftovers_path,
+        )
+    if replacer.collisions:
+        log.warning(
+            "%d surrogates equal another original of their patient (labels %s): no other "
+            "draw was left; see surrogates_equal_to_an_original in %s",
+            sum(replacer.collisions.values()),
+            ", ".join(sorted(replacer.collisions)),
+            summary_path,
         )
     log.info(
         "replaced %d spans in %d notes (key %s) -> %s",
