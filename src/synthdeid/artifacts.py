@@ -5,17 +5,28 @@ renamed into place, so a failed step never leaves a half-written output for
 Snakemake (or a person) to mistake for a result. Provenance (step, parameters,
 code version, input digests) travels in the Parquet key-value metadata under
 ``synthdeid.provenance``, or in a JSON sidecar for other files.
+
+Temporary files and staging folders are named ``.<output name>.synthdeid-tmp-
+<host>-<pid>-<random>``: they may hold PHI (the mask step's removed values),
+so they are removed when a step fails or is stopped by a signal
+(``synthdeid.cli`` turns SIGTERM, SIGHUP and SIGINT into an exception), and a
+step removes the ones a killed run left for its outputs before it starts
+(:func:`remove_stale_temporaries`).
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
+import logging
 import os
+import re
 import shutil
+import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -26,55 +37,161 @@ import pyarrow.parquet as pq
 import synthdeid
 from synthdeid.errors import InputError
 
+log = logging.getLogger(__name__)
+
 PROVENANCE_KEY = b"synthdeid.provenance"
+TEMP_MARKER = ".synthdeid-tmp-"
+HOST_TAG = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:32] or "host"
+_OWNER = re.compile(re.escape(TEMP_MARKER) + r"(?P<host>.+)-(?P<pid>\d+)-[^-]+$")
+
+
+def temporary_prefix(target: Path) -> str:
+    """The name prefix of this process's temporary files for ``target``."""
+    return f".{target.name}{TEMP_MARKER}{HOST_TAG}-{os.getpid()}-"
+
+
+def _owner_alive(name: str) -> bool | None:
+    """Whether the process that made temporary entry ``name`` still runs; None: unknown.
+
+    Unknown when the name does not say, or when it was made on another host.
+    This process counts as not running: it has written nothing yet when it
+    cleans up, so an entry with its pid is from an earlier process.
+    """
+    owner = _OWNER.search(name)
+    if owner is None or owner["host"] != HOST_TAG:
+        return None
+    pid = int(owner["pid"])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it to ``path`` on success.
 
-    On any exception the temporary file is removed and ``path`` is left as it
-    was (absent if it did not exist).
+    On any exception (a stopping signal included, see :mod:`synthdeid.termination`)
+    the temporary file and the folders made for it are removed, and ``path``
+    is left as it was (absent if it did not exist).
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    # mkstemp creates 0600; give the artifact the permissions of an ordinary file
-    umask = os.umask(0)
-    os.umask(umask)
-    tmp.chmod(0o666 & ~umask)
+    created = _make_parents(target)
+    tmp: Path | None = None
+    done = False
     try:
+        fd, tmp_name = tempfile.mkstemp(prefix=temporary_prefix(target), dir=target.parent)
+        os.close(fd)
+        tmp = Path(tmp_name)
+        # mkstemp creates 0600; give the artifact the permissions of an ordinary file
+        tmp.chmod(0o666 & ~_umask())
         yield tmp
         os.replace(tmp, target)
+        done = True
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        if tmp is not None and not done:
+            tmp.unlink(missing_ok=True)
+        if not done:
+            _remove_empty(created)
 
 
 @contextmanager
 def atomic_directory(path: str | Path) -> Iterator[Path]:
     """Yield a fresh staging directory beside ``path``; it replaces ``path`` on success.
 
-    A crash (any exception) removes the staging directory and leaves ``path``
-    as it was, so a half-written model directory never appears.
+    A crash (any exception) removes the staging directory and the folders made
+    for it and leaves ``path`` as it was, so a half-written model directory
+    never appears.
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    # mkdtemp creates 0700; give the directory the permissions of an ordinary one
-    umask = os.umask(0)
-    os.umask(umask)
-    staging.chmod(0o777 & ~umask)
+    created = _make_parents(target)
+    staging: Path | None = None
+    done = False
     try:
+        staging = Path(tempfile.mkdtemp(prefix=temporary_prefix(target), dir=target.parent))
+        # mkdtemp creates 0700; give the directory the permissions of an ordinary one
+        staging.chmod(0o777 & ~_umask())
         yield staging
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)
+        done = True
     finally:
-        if staging.exists():
+        if staging is not None and not done:
             shutil.rmtree(staging, ignore_errors=True)
+        if not done:
+            _remove_empty(created)
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+def _make_parents(target: Path) -> list[Path]:
+    """Create ``target``'s missing parent folders; returns them, deepest first."""
+    missing = []
+    parent = target.parent.absolute()
+    while not parent.exists():
+        missing.append(parent)
+        parent = parent.parent
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    """Remove the folders a failed write made (deepest first), where still empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (another output went there) or gone
+            return
+
+
+def remove_stale_temporaries(outputs: Iterable[str | Path]) -> int:
+    """Remove the temporary files and staging folders stopped runs left for ``outputs``.
+
+    Beside each output, every ``.<name>.synthdeid-tmp-*`` entry unless a live
+    process on this host made it (an output belongs to one step, so any other
+    is stale). Inside an output folder, the temporary entries of finished
+    processes of this host: another step may write there at the same time.
+    Returns how many were removed and logs the count per output (names only,
+    never content). Call it before the step writes anything.
+    """
+    removed = 0
+    for output in outputs:
+        target = Path(output)
+        stale = []
+        if target.parent.is_dir():
+            beside = target.parent.glob(f".{glob.escape(target.name)}{TEMP_MARKER}*")
+            stale += [p for p in sorted(beside) if _owner_alive(p.name) is not True]
+        if target.is_dir():
+            stale += [p for p in _temporaries_inside(target) if _owner_alive(p.name) is False]
+        for entry in stale:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink(missing_ok=True)
+        if stale:
+            log.info("removed %d stale temporary file(s) of %s", len(stale), target)
+        removed += len(stale)
+    return removed
+
+
+def _temporaries_inside(folder: Path) -> list[Path]:
+    found = []
+    for root, dirs, files in os.walk(folder):
+        for name in sorted(files + dirs):
+            if name.startswith(".") and TEMP_MARKER in name:
+                found.append(Path(root, name))
+        dirs[:] = [d for d in dirs if not (d.startswith(".") and TEMP_MARKER in d)]
+    return found
 
 
 @contextmanager

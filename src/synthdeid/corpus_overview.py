@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from synthdeid.artifacts import atomic_path, atomic_text
+from synthdeid.cli_types import input_file, output_file
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.notes import Note, read_notes
 from synthdeid.split import PARTS
@@ -67,10 +68,10 @@ def plot_overview(table: pd.DataFrame, path: Path, title: str) -> None:
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--notes", required=True, type=Path, help="split notes.parquet")
+    parser.add_argument("--notes", required=True, type=input_file, help="split notes.parquet")
     parser.add_argument("--title", default="Corpus overview")
-    parser.add_argument("--figure", required=True, type=Path, help="PNG to write")
-    parser.add_argument("--table", required=True, type=Path, help="TSV to write")
+    parser.add_argument("--figure", required=True, type=output_file, help="PNG to write")
+    parser.add_argument("--table", required=True, type=output_file, help="TSV to write")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -36,6 +36,7 @@ from typing import Any
 from faker import Faker
 
 from synthdeid.artifacts import atomic_text
+from synthdeid.cli_types import output_dir, positive_int
 from synthdeid.errors import ConfigError
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.surrogate.operators.dates import MONTHS
@@ -849,13 +850,13 @@ def write_demo_corpus(out_dir: Path, n_notes: int, seed: int) -> None:
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out-dir",
-        type=Path,
+        type=output_dir,
         default=DEFAULT_OUT_DIR,
         help=f"folder to write {NOTES_FILE} into (default: %(default)s)",
     )
     parser.add_argument(
         "--n-notes",
-        type=int,
+        type=positive_int,
         default=DEFAULT_N_NOTES,
         help="number of notes (default: %(default)s)",
     )

@@ -12,10 +12,10 @@ import logging
 import os
 import platform
 import socket
-from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import code_version, write_json_atomic
+from synthdeid.cli_types import output_file
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def describe_environment() -> dict[str, Any]:
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, type=Path, help="environment JSON to write")
+    parser.add_argument("--out", required=True, type=output_file, help="environment JSON to write")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -35,6 +35,7 @@ from synthdeid.artifacts import (
     read_parquet_with_provenance,
     write_json_atomic,
 )
+from synthdeid.cli_types import input_dir, input_file, output_dir, positive_int
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import read_notes
 
@@ -50,20 +51,22 @@ def parse_run(value: str) -> tuple[str, Path, Path]:
     samples, sep2, model = rest.partition(":")
     if not (sep and sep2 and name and samples and model):
         raise argparse.ArgumentTypeError(f"expected NAME=SAMPLES.parquet:MODEL_DIR, got {value!r}")
-    return name, Path(samples), Path(model)
+    return name, input_file(samples), input_dir(model)
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--run", action="append", required=True, type=parse_run, help="NAME=SAMPLES:MODEL_DIR"
     )
-    parser.add_argument("--masked", required=True, type=Path, help="masked.parquet (training)")
-    parser.add_argument("--canaries", required=True, type=Path, help="canaries.parquet")
-    parser.add_argument("--notes", required=True, type=Path, help="split notes.parquet")
+    parser.add_argument(
+        "--masked", required=True, type=input_file, help="masked.parquet (training)"
+    )
+    parser.add_argument("--canaries", required=True, type=input_file, help="canaries.parquet")
+    parser.add_argument("--notes", required=True, type=input_file, help="split notes.parquet")
     parser.add_argument("--settings", type=json.loads, default={}, help="JSON: synth.dplm.audit")
-    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--out-dir", required=True, type=output_dir)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--threads", type=positive_int, default=None)
     parser.add_argument("--no-progress", action="store_true")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from synthdeid.artifacts import make_provenance, read_parquet_with_provenance, write_parquet_atomic
+from synthdeid.cli_types import output_file, positive_int
 from synthdeid.dplm.canaries import Canary, make_canaries
 from synthdeid.errors import ConfigError, InputError
 
@@ -33,9 +34,9 @@ CANARIES_SCHEMA = pa.schema(
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--count", required=True, type=int, help="number of canaries (K)")
+    parser.add_argument("--count", required=True, type=positive_int, help="number of canaries (K)")
     parser.add_argument("--seed", type=int, default=7, help="generator seed")
-    parser.add_argument("--out", required=True, type=Path, help="canaries.parquet to write")
+    parser.add_argument("--out", required=True, type=output_file, help="canaries.parquet to write")
 
 
 def read_canaries(path: Path) -> list[Canary]:

@@ -18,11 +18,11 @@ import argparse
 import json
 import logging
 from collections import Counter
-from pathlib import Path
 
 import pyarrow as pa
 
 from synthdeid.artifacts import make_provenance, write_parquet_atomic
+from synthdeid.cli_types import input_dir, input_file, output_file, positive_int
 from synthdeid.errors import InputError
 from synthdeid.notes import read_notes
 
@@ -45,22 +45,28 @@ SAMPLES_SCHEMA = pa.schema(
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, type=Path, help="train-dp-lm model directory")
-    parser.add_argument("--masked", required=True, type=Path, help="masked.parquet (vocabulary)")
-    parser.add_argument("--notes", required=True, type=Path, help="split notes.parquet")
+    parser.add_argument(
+        "--model", required=True, type=input_dir, help="train-dp-lm model directory"
+    )
+    parser.add_argument(
+        "--masked", required=True, type=input_file, help="masked.parquet (vocabulary)"
+    )
+    parser.add_argument("--notes", required=True, type=input_file, help="split notes.parquet")
     parser.add_argument("--seed-parts", nargs="+", default=["seed"], help="parts holding seeds")
-    parser.add_argument("--removed", required=True, type=Path, help="removed_values.parquet")
-    parser.add_argument("--allowlist", required=True, type=Path, help="placeholders.yaml")
+    parser.add_argument("--removed", required=True, type=input_file, help="removed_values.parquet")
+    parser.add_argument("--allowlist", required=True, type=input_file, help="placeholders.yaml")
     parser.add_argument("--settings", required=True, type=json.loads, help="JSON: sampling")
     parser.add_argument("--pool-settings", required=True, type=json.loads, help="JSON: pools")
     parser.add_argument("--name", default="dp", help="model name in ids and the source column")
-    parser.add_argument("--samples", required=True, type=Path, help="samples.parquet to write")
-    parser.add_argument("--pii", required=True, type=Path)
-    parser.add_argument("--no-pii", required=True, type=Path)
-    parser.add_argument("--removals", required=True, type=Path)
-    parser.add_argument("--summary", required=True, type=Path)
+    parser.add_argument(
+        "--samples", required=True, type=output_file, help="samples.parquet to write"
+    )
+    parser.add_argument("--pii", required=True, type=output_file)
+    parser.add_argument("--no-pii", required=True, type=output_file)
+    parser.add_argument("--removals", required=True, type=output_file)
+    parser.add_argument("--summary", required=True, type=output_file)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--threads", type=positive_int, default=None)
     parser.add_argument("--no-progress", action="store_true")
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import atomic_directory, make_provenance, write_json_atomic
+from synthdeid.cli_types import input_file, output_dir, output_file, positive_int
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import read_notes
 
@@ -39,17 +40,23 @@ TOKENIZER_CAVEAT = (
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--masked", required=True, type=Path, help="mask step's masked.parquet")
-    parser.add_argument("--canaries", type=Path, default=None, help="canaries.parquet to plant")
-    parser.add_argument("--allowlist", required=True, type=Path, help="placeholders.yaml")
+    parser.add_argument(
+        "--masked", required=True, type=input_file, help="mask step's masked.parquet"
+    )
+    parser.add_argument(
+        "--canaries", type=input_file, default=None, help="canaries.parquet to plant"
+    )
+    parser.add_argument("--allowlist", required=True, type=input_file, help="placeholders.yaml")
     parser.add_argument("--settings", required=True, type=json.loads, help="JSON: synth.dplm")
     parser.add_argument(
         "--no-dp", action="store_true", help="the non-DP baseline: same loop, no clipping or noise"
     )
-    parser.add_argument("--out-dir", required=True, type=Path, help="model directory to write")
-    parser.add_argument("--privacy-json", type=Path, default=None, help="privacy.json copy")
+    parser.add_argument(
+        "--out-dir", required=True, type=output_dir, help="model directory to write"
+    )
+    parser.add_argument("--privacy-json", type=output_file, default=None, help="privacy.json copy")
     parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:n]")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads")
+    parser.add_argument("--threads", type=positive_int, default=None, help="CPU threads")
     parser.add_argument("--no-progress", action="store_true")
 
 

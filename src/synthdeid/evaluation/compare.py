@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from synthdeid.artifacts import atomic_text, write_json_atomic
+from synthdeid.cli_types import named_input_dir, output_dir, positive_int
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.bootstrap import (
     ALPHA,
@@ -44,7 +45,6 @@ from synthdeid.evaluation.report import (
     save_figure,
     write_csv,
 )
-from synthdeid.evaluation.stage import positive_int
 
 log = logging.getLogger(__name__)
 
@@ -74,13 +74,6 @@ TEST_FIELDS: tuple[str, ...] = (
     "alpha_bonferroni",
     "significant",
 )
-
-
-def parse_run(value: str) -> tuple[str, Path]:
-    name, sep, folder = value.partition("=")
-    if not sep or not name or not folder:
-        raise argparse.ArgumentTypeError(f"expected NAME=DIR, got {value!r}")
-    return name, Path(folder)
 
 
 def load_runs(runs: list[tuple[str, Path]], reference: str) -> dict[str, CountTable]:
@@ -268,12 +261,12 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         dest="runs",
         action="append",
         required=True,
-        type=parse_run,
+        type=named_input_dir,
         metavar="NAME=DIR",
         help="an evaluate-ner output folder and its name (repeat for each run)",
     )
     parser.add_argument("--reference", default=None, help="run to test against (default: first)")
-    parser.add_argument("--out-dir", required=True, type=Path, help="folder for the outputs")
+    parser.add_argument("--out-dir", required=True, type=output_dir, help="folder for the outputs")
     parser.add_argument("--resamples", type=positive_int, default=N_RESAMPLES)
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument(

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from synthdeid.artifacts import make_provenance
+from synthdeid.cli_types import input_file, output_dir, positive_int
 from synthdeid.errors import InputError
 from synthdeid.evaluation.bootstrap import N_RESAMPLES, SEED, bootstrap_metrics
 from synthdeid.evaluation.metrics import count_table
@@ -72,23 +73,16 @@ def match_predictions(
     return {note.note_id: by_id[note.note_id].spans for note in gold}
 
 
-def positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return number
-
-
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--gold", required=True, type=Path, help="gold notes table (Parquet)")
+    parser.add_argument("--gold", required=True, type=input_file, help="gold notes table (Parquet)")
     parser.add_argument(
         "--predictions",
         required=True,
-        type=Path,
+        type=input_file,
         help="notes table whose spans are the predicted spans",
     )
     parser.add_argument("--run", required=True, help="name of the evaluated run")
-    parser.add_argument("--out-dir", required=True, type=Path, help="folder for the outputs")
+    parser.add_argument("--out-dir", required=True, type=output_dir, help="folder for the outputs")
     parser.add_argument(
         "--parts",
         action="append",

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from synthdeid.cli_types import input_file, named_input_dir, output_dir, positive_int
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import Note, read_notes
 
@@ -30,23 +31,16 @@ log = logging.getLogger(__name__)
 CONFIG_KEYS = ("operating_point", "regex_detectors")
 
 
-def named_directory(value: str) -> tuple[str, Path]:
-    name, sep, path = value.partition("=")
-    if not sep or not name or not path:
-        raise argparse.ArgumentTypeError(f"expected NAME=DIR, got {value!r}")
-    return name, Path(path)
-
-
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--member", type=named_directory, action="append", required=True, help="NAME=model dir"
+        "--member", type=named_input_dir, action="append", required=True, help="NAME=model dir"
     )
     parser.add_argument(
-        "--validation", type=Path, action="append", required=True, help="validation notes"
+        "--validation", type=input_file, action="append", required=True, help="validation notes"
     )
     parser.add_argument(
         "--train",
-        type=Path,
+        type=input_file,
         action="append",
         default=[],
         help="a member's training mixture: its notes and patients leave the validation notes",
@@ -55,10 +49,10 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--config", type=json.loads, default={}, help="JSON: operating_point, regex_detectors"
     )
     parser.add_argument("--run", default="ensemble", help="run name (model card)")
-    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--out-dir", required=True, type=output_dir)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--batch-size", type=int, default=16, help="windows per batch")
-    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--batch-size", type=positive_int, default=16, help="windows per batch")
+    parser.add_argument("--threads", type=positive_int, default=None)
     parser.add_argument("--no-progress", action="store_true")
 
 

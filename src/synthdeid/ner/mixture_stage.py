@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import make_provenance, write_json_atomic
+from synthdeid.cli_types import input_file, named_input_file, output_file
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.mixtures import MixtureSpec, build_mixture, check_pool_name, write_mixture
 from synthdeid.notes import Note, read_notes, write_notes
@@ -26,17 +27,14 @@ from synthdeid.notes import Note, read_notes, write_notes
 log = logging.getLogger(__name__)
 
 
-def parse_pools(values: list[str] | None) -> dict[str, Path]:
-    """``NAME=PATH`` arguments -> pool name -> path; duplicate or bad names are errors."""
+def parse_pools(values: list[tuple[str, Path]] | None) -> dict[str, Path]:
+    """``--pool NAME=PATH`` values -> pool name -> path; duplicate or bad names are errors."""
     pools: dict[str, Path] = {}
-    for value in values or []:
-        name, sep, path = value.partition("=")
-        if not sep or not path:
-            raise ConfigError(f"--pool {value!r}: expected NAME=PATH")
+    for name, path in values or []:
         check_pool_name(name)
         if name in pools:
             raise ConfigError(f"--pool {name!r} is given twice")
-        pools[name] = Path(path)
+        pools[name] = path
     return pools
 
 
@@ -58,11 +56,12 @@ def parse_spec(text: str) -> MixtureSpec:
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--notes", required=True, type=Path, help="split notes table; its train part is real"
+        "--notes", required=True, type=input_file, help="split notes table; its train part is real"
     )
     parser.add_argument(
         "--pool",
         action="append",
+        type=named_input_file,
         metavar="NAME=PATH",
         help="a labelled pool (notes table) to draw from; repeatable",
     )
@@ -75,11 +74,13 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spec", required=True, help="the mixture as a JSON object (regime, seed, fractions)"
     )
-    parser.add_argument("--out-train", required=True, type=Path, help="train mixture (Parquet)")
     parser.add_argument(
-        "--out-validation", required=True, type=Path, help="real validation notes (Parquet)"
+        "--out-train", required=True, type=output_file, help="train mixture (Parquet)"
     )
-    parser.add_argument("--summary", required=True, type=Path, help="summary JSON")
+    parser.add_argument(
+        "--out-validation", required=True, type=output_file, help="real validation notes (Parquet)"
+    )
+    parser.add_argument("--summary", required=True, type=output_file, help="summary JSON")
 
 
 def run(args: argparse.Namespace) -> None:

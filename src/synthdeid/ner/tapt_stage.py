@@ -15,8 +15,8 @@ import argparse
 import hashlib
 import json
 import logging
-from pathlib import Path
 
+from synthdeid.cli_types import input_file, output_dir, positive_int
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import read_notes
 
@@ -27,15 +27,17 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--corpus",
         required=True,
-        type=Path,
+        type=input_file,
         nargs="+",
         action="extend",
         help="notes Parquet file(s) to pretrain on (repeatable)",
     )
     parser.add_argument("--config", type=json.loads, default={}, help="JSON: the ner.tapt mapping")
-    parser.add_argument("--out-dir", required=True, type=Path, help="checkpoint directory to write")
+    parser.add_argument(
+        "--out-dir", required=True, type=output_dir, help="checkpoint directory to write"
+    )
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads")
+    parser.add_argument("--threads", type=positive_int, default=None, help="CPU threads")
     parser.add_argument("--no-progress", action="store_true")
 
 

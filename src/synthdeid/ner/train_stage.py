@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from synthdeid.cli_types import input_file, output_dir, positive_int
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.mixtures import read_mixture
 from synthdeid.notes import read_notes
@@ -39,15 +40,17 @@ def read_mixture_summary(path: Path | None) -> dict[str, Any]:
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--train", required=True, type=Path, help="mixture train.parquet")
-    parser.add_argument("--validation", required=True, type=Path, help="validation.parquet")
-    parser.add_argument("--mixture-summary", type=Path, default=None)
+    parser.add_argument("--train", required=True, type=input_file, help="mixture train.parquet")
+    parser.add_argument("--validation", required=True, type=input_file, help="validation.parquet")
+    parser.add_argument("--mixture-summary", type=input_file, default=None)
     parser.add_argument(
         "--config", type=json.loads, default={}, help="JSON: the ner.training mapping"
     )
     parser.add_argument("--run", default="run", help="run name (model card)")
-    parser.add_argument("--out-dir", required=True, type=Path)
-    parser.add_argument("--threads", type=int, default=None, help="CPU threads (over the config)")
+    parser.add_argument("--out-dir", required=True, type=output_dir)
+    parser.add_argument(
+        "--threads", type=positive_int, default=None, help="CPU threads (over the config)"
+    )
     parser.add_argument("--no-progress", action="store_true")
 
 

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synthdeid.artifacts import make_provenance
+from synthdeid.cli_types import input_file, output_dir, positive_int
 from synthdeid.embeddings import DEFAULT_BATCH_SIZE, DEFAULT_MAX_LENGTH, SentenceEncoder
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.evaluation.stage import positive_int
 from synthdeid.notes import UNSPLIT, Note, read_notes
 from synthdeid.split import PARTS
 from synthdeid.synthesis.diagnostics import diagnose, write_diagnostics
@@ -79,7 +79,7 @@ def parse_subset(value: str) -> FileSubset:
     if not path:
         raise argparse.ArgumentTypeError(f"no PATH in {value!r}; expected NAME=PATH[:PART]")
     parts = tuple(dict.fromkeys(p.strip() for p in part.split(",") if p.strip()))
-    return FileSubset(name, Path(path), parts)
+    return FileSubset(name, input_file(path), parts)
 
 
 def parse_derived(value: str) -> DerivedSubset:
@@ -175,7 +175,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_LENGTH,
         help="tokens per text for the encoder (longer texts are truncated)",
     )
-    parser.add_argument("--out-dir", required=True, type=Path, help="folder for the outputs")
+    parser.add_argument("--out-dir", required=True, type=output_dir, help="folder for the outputs")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -21,6 +21,7 @@ from synthdeid.artifacts import (
     write_json_atomic,
     write_parquet_atomic,
 )
+from synthdeid.cli_types import input_file, output_file
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.llm.guard import load_phi_surfaces
 from synthdeid.mentions import SurfaceIndex
@@ -36,13 +37,13 @@ SETTING_KEYS = {"fill_seed", "near_threshold", "against_seeds", "encoder", "min_
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--templates", required=True, type=Path, help="templates.parquet")
-    parser.add_argument("--notes", required=True, type=Path, help="split notes.parquet")
+    parser.add_argument("--templates", required=True, type=input_file, help="templates.parquet")
+    parser.add_argument("--notes", required=True, type=input_file, help="split notes.parquet")
     parser.add_argument("--seed-parts", nargs="+", default=["seed"], help="parts holding seeds")
     parser.add_argument(
-        "--removed", required=True, type=Path, help="mask step's removed_values.parquet"
+        "--removed", required=True, type=input_file, help="mask step's removed_values.parquet"
     )
-    parser.add_argument("--allowlist", required=True, type=Path, help="placeholders.yaml")
+    parser.add_argument("--allowlist", required=True, type=input_file, help="placeholders.yaml")
     parser.add_argument(
         "--settings",
         required=True,
@@ -50,10 +51,12 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSON: fill_seed, near_threshold, against_seeds, encoder (null = bundled MiniLM, "
         "false = no near dedup), min_surface_chars",
     )
-    parser.add_argument("--pii", required=True, type=Path, help="PII pool to write")
-    parser.add_argument("--no-pii", required=True, type=Path, help="no-PII pool to write")
-    parser.add_argument("--removals", required=True, type=Path, help="removals table to write")
-    parser.add_argument("--summary", required=True, type=Path, help="summary.json to write")
+    parser.add_argument("--pii", required=True, type=output_file, help="PII pool to write")
+    parser.add_argument("--no-pii", required=True, type=output_file, help="no-PII pool to write")
+    parser.add_argument(
+        "--removals", required=True, type=output_file, help="removals table to write"
+    )
+    parser.add_argument("--summary", required=True, type=output_file, help="summary.json to write")
     parser.add_argument("--no-progress", action="store_true")
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import make_provenance, write_json_atomic, write_parquet_atomic
+from synthdeid.cli_types import input_dir, input_file, output_file
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.identifiers import IdentifierScanner
 from synthdeid.llm.factory import build_backend
@@ -40,12 +41,14 @@ SETTING_KEYS = {"backend", "variants", "generation", "seed", "validator", "guard
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--masked", required=True, type=Path, help="mask step's masked.parquet")
     parser.add_argument(
-        "--removed", required=True, type=Path, help="mask step's removed_values.parquet"
+        "--masked", required=True, type=input_file, help="mask step's masked.parquet"
     )
-    parser.add_argument("--allowlist", required=True, type=Path, help="placeholders.yaml")
-    parser.add_argument("--prompt", required=True, type=Path, help="prompt file (YAML)")
+    parser.add_argument(
+        "--removed", required=True, type=input_file, help="mask step's removed_values.parquet"
+    )
+    parser.add_argument("--allowlist", required=True, type=input_file, help="placeholders.yaml")
+    parser.add_argument("--prompt", required=True, type=input_file, help="prompt file (YAML)")
     parser.add_argument(
         "--settings",
         required=True,
@@ -53,10 +56,10 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSON: backend, variants, generation, seed, validator, guard (config synth.template)",
     )
     parser.add_argument(
-        "--cache-dir", type=Path, default=None, help="response cache (reruns send nothing)"
+        "--cache-dir", type=input_dir, default=None, help="response cache (reruns send nothing)"
     )
-    parser.add_argument("--out", required=True, type=Path, help="templates.parquet to write")
-    parser.add_argument("--summary", required=True, type=Path, help="summary.json to write")
+    parser.add_argument("--out", required=True, type=output_file, help="templates.parquet to write")
+    parser.add_argument("--summary", required=True, type=output_file, help="summary.json to write")
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -114,6 +117,7 @@ def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]
             (surface for surface, _ in load_phi_surfaces(args.removed)),
             scanner,
             min_surface_chars=settings.get("guard", {}).get("min_surface_chars", 3),
+            placeholders=allowlist.names,
         )
         guarded = GuardedBackend(backend, guard)
         jobs = plan_jobs(seeds, settings.get("variants", {"standard": 1}), prompt)

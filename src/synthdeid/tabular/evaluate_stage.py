@@ -28,6 +28,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from synthdeid.artifacts import atomic_text, make_provenance, write_json_atomic
+from synthdeid.cli_types import input_file, named_input_file, output_dir
 from synthdeid.errors import ConfigError
 from synthdeid.evaluation.report import pyplot, save_figure
 from synthdeid.settings import settings_from_mapping
@@ -69,12 +70,13 @@ class EvaluationSettings:
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--prepared", required=True, type=Path, help="prepared.parquet")
-    parser.add_argument("--spec", required=True, type=Path, help="variable spec (YAML)")
+    parser.add_argument("--prepared", required=True, type=input_file, help="prepared.parquet")
+    parser.add_argument("--spec", required=True, type=input_file, help="variable spec (YAML)")
     parser.add_argument(
         "--run",
         action="append",
         required=True,
+        type=named_input_file,
         metavar="LABEL=SAMPLES",
         help="a synthesizer's samples.parquet (privacy.json beside it), repeatable",
     )
@@ -84,17 +86,13 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         default={},
         help="JSON: max_subsets (null: all), encoder (null: bundled MiniLM, false: one-hot), seed",
     )
-    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--out-dir", required=True, type=output_dir)
     parser.add_argument("--no-progress", action="store_true")
 
 
-def parse_runs(values: Sequence[str]) -> list[tuple[str, Path]]:
-    runs = []
-    for value in values:
-        label, sep, path = value.partition("=")
-        if not sep or not label or not path:
-            raise ConfigError(f"--run must be LABEL=SAMPLES, got {value!r}")
-        runs.append((label, Path(path)))
+def parse_runs(runs: Sequence[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    """The ``--run LABEL=SAMPLES`` values, checked: labels must be unique."""
+    runs = list(runs)
     labels = [label for label, _ in runs]
     if len(set(labels)) != len(labels):
         raise ConfigError(f"--run labels must be unique, got {labels}")

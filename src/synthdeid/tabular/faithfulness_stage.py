@@ -29,6 +29,7 @@ from synthdeid.artifacts import (
     write_json_atomic,
     write_parquet_atomic,
 )
+from synthdeid.cli_types import input_dir, input_file, output_dir
 from synthdeid.errors import InputError
 from synthdeid.evaluation.report import pyplot, save_figure
 from synthdeid.llm.base import ChatFailure, ChatRequest
@@ -64,17 +65,17 @@ PAIRS_SCHEMA = pa.schema(
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--reports", required=True, type=Path, help="reports.parquet")
-    parser.add_argument("--spec", required=True, type=Path, help="variable spec (YAML)")
+    parser.add_argument("--reports", required=True, type=input_file, help="reports.parquet")
+    parser.add_argument("--spec", required=True, type=input_file, help="variable spec (YAML)")
     parser.add_argument(
         "--judge-backend",
         type=json.loads,
         default={"kind": "none"},
         help="JSON LLM backend for an LLM judge; kind none: the rule-based checker",
     )
-    parser.add_argument("--judge-prompt", type=Path, help="tabular_judge.yaml (LLM judge)")
-    parser.add_argument("--cache-dir", type=Path, help="LLM response cache")
-    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--judge-prompt", type=input_file, help="tabular_judge.yaml (LLM judge)")
+    parser.add_argument("--cache-dir", type=input_dir, help="LLM response cache")
+    parser.add_argument("--out-dir", required=True, type=output_dir)
     parser.add_argument("--no-progress", action="store_true")
 
 

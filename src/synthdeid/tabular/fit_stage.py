@@ -13,13 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 from tqdm.auto import tqdm
 
 from synthdeid.artifacts import make_provenance, write_json_atomic
+from synthdeid.cli_types import input_file, non_negative_int, output_file, positive_int
 from synthdeid.errors import ConfigError
 from synthdeid.tabular.budget import EpsilonBudget, plan_budget
 from synthdeid.tabular.spec import load_spec
@@ -30,18 +30,24 @@ log = logging.getLogger(__name__)
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--prepared", required=True, type=Path, help="prepared.parquet")
-    parser.add_argument("--spec", required=True, type=Path, help="variable spec (YAML)")
+    parser.add_argument("--prepared", required=True, type=input_file, help="prepared.parquet")
+    parser.add_argument("--spec", required=True, type=input_file, help="variable spec (YAML)")
     parser.add_argument("--synthesizer", required=True, help="mst, aim, pate_ctgan, ...")
     parser.add_argument("--epsilon", type=float, help="total epsilon (DP synthesizers only)")
     parser.add_argument("--preprocessor-epsilon", type=float, default=0.0)
     parser.add_argument("--options", type=json.loads, default={}, help="JSON: constructor options")
-    parser.add_argument("--samples", type=int, default=10, help="independent samples to draw")
-    parser.add_argument("--rows", type=int, default=0, help="rows per sample (0: train rows)")
+    parser.add_argument(
+        "--samples", type=positive_int, default=10, help="independent samples to draw"
+    )
+    parser.add_argument(
+        "--rows", type=non_negative_int, default=0, help="rows per sample (0: train rows)"
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", required=True, type=Path, help="samples.parquet to write")
-    parser.add_argument("--privacy-json", required=True, type=Path)
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    parser.add_argument("--out", required=True, type=output_file, help="samples.parquet to write")
+    parser.add_argument("--privacy-json", required=True, type=output_file)
+    parser.add_argument(
+        "--threads", type=non_negative_int, default=0, help="torch threads (0: default)"
+    )
     parser.add_argument("--no-progress", action="store_true")
 
 

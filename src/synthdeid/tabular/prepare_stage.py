@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from synthdeid.artifacts import make_provenance, write_json_atomic
+from synthdeid.cli_types import input_file, output_file
 from synthdeid.errors import ConfigError
 from synthdeid.tabular.source import describe_source, read_source_table
 from synthdeid.tabular.spec import discretize, load_spec
@@ -29,11 +29,11 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--source", required=True, type=json.loads, help='JSON: {"path": ...} or {"sklearn": ...}'
     )
-    parser.add_argument("--spec", required=True, type=Path, help="variable spec (YAML)")
+    parser.add_argument("--spec", required=True, type=input_file, help="variable spec (YAML)")
     parser.add_argument("--holdout-fraction", type=float, default=0.5)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", required=True, type=Path, help="prepared.parquet to write")
-    parser.add_argument("--summary", required=True, type=Path, help="summary.json to write")
+    parser.add_argument("--out", required=True, type=output_file, help="prepared.parquet to write")
+    parser.add_argument("--summary", required=True, type=output_file, help="summary.json to write")
 
 
 def split_labels(n: int, holdout_fraction: float, seed: int) -> list[str]:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 
 import pyarrow as pa
 
 from synthdeid.artifacts import make_provenance, write_json_atomic
+from synthdeid.cli_types import input_file, output_file, positive_int
 from synthdeid.tabular.spec import load_spec
 from synthdeid.tabular.subsample import PAPER_QUOTAS, stratified_subsample
 from synthdeid.tabular.tables import read_table, write_table
@@ -22,14 +22,14 @@ log = logging.getLogger(__name__)
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--samples", required=True, type=Path, help="a synthesizer's samples")
-    parser.add_argument("--spec", required=True, type=Path, help="variable spec (YAML)")
+    parser.add_argument("--samples", required=True, type=input_file, help="a synthesizer's samples")
+    parser.add_argument("--spec", required=True, type=input_file, help="variable spec (YAML)")
     parser.add_argument("--strata", required=True, nargs=2, metavar="VARIABLE")
-    parser.add_argument("--size", required=True, type=int, help="rows to keep")
+    parser.add_argument("--size", required=True, type=positive_int, help="rows to keep")
     parser.add_argument("--quotas", nargs="+", type=int, default=list(PAPER_QUOTAS))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", required=True, type=Path, help="subsample.parquet to write")
-    parser.add_argument("--stats", required=True, type=Path, help="stats JSON to write")
+    parser.add_argument("--out", required=True, type=output_file, help="subsample.parquet to write")
+    parser.add_argument("--stats", required=True, type=output_file, help="stats JSON to write")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -20,12 +20,12 @@ import argparse
 import json
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from synthdeid.artifacts import make_provenance, write_parquet_atomic
+from synthdeid.cli_types import input_dir, input_file, output_file
 from synthdeid.identifiers import IdentifierScanner
 from synthdeid.llm.base import ChatFailure, ChatRequest, ChatResponse
 from synthdeid.llm.factory import build_backend
@@ -82,17 +82,19 @@ class VerbalizeSettings:
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--subsample", required=True, type=Path, help="subsample.parquet")
-    parser.add_argument("--spec", required=True, type=Path, help="variable spec (YAML)")
-    parser.add_argument("--allowlist", required=True, type=Path, help="placeholders.yaml")
-    parser.add_argument("--prompt", required=True, type=Path, help="tabular_report.yaml")
+    parser.add_argument("--subsample", required=True, type=input_file, help="subsample.parquet")
+    parser.add_argument("--spec", required=True, type=input_file, help="variable spec (YAML)")
+    parser.add_argument("--allowlist", required=True, type=input_file, help="placeholders.yaml")
+    parser.add_argument("--prompt", required=True, type=input_file, help="tabular_report.yaml")
     parser.add_argument("--settings", type=json.loads, default={}, help="JSON settings")
-    parser.add_argument("--cache-dir", type=Path, help="LLM response cache")
-    parser.add_argument("--reports", required=True, type=Path, help="reports.parquet to write")
-    parser.add_argument("--pii", required=True, type=Path)
-    parser.add_argument("--no-pii", required=True, type=Path)
-    parser.add_argument("--removals", required=True, type=Path)
-    parser.add_argument("--summary", required=True, type=Path)
+    parser.add_argument("--cache-dir", type=input_dir, help="LLM response cache")
+    parser.add_argument(
+        "--reports", required=True, type=output_file, help="reports.parquet to write"
+    )
+    parser.add_argument("--pii", required=True, type=output_file)
+    parser.add_argument("--no-pii", required=True, type=output_file)
+    parser.add_argument("--removals", required=True, type=output_file)
+    parser.add_argument("--summary", required=True, type=output_file)
     parser.add_argument("--no-progress", action="store_true")
 
 

@@ -16,8 +16,8 @@ import logging
 from pathlib import Path
 
 from synthdeid.artifacts import make_provenance
+from synthdeid.cli_types import named_input_dir, output_dir
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.evaluation.compare import parse_run
 from synthdeid.notes import Note
 from synthdeid.teacher.ensemble import EnsemblePolicy, combine_notes
 from synthdeid.teacher.ledger import NoteUsage, Projection, build_ledger
@@ -51,13 +51,13 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         dest="members",
         action="append",
         required=True,
-        type=parse_run,
+        type=named_input_dir,
         metavar="NAME=DIR",
         help="a member teacher's label-teacher folder (repeat for each member)",
     )
     parser.add_argument("--policy", default="{}", help="union/vote per label, as JSON")
     parser.add_argument("--teacher", required=True, help="the ensemble's name (silver:<name>)")
-    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--out-dir", required=True, type=output_dir)
 
 
 def run(args: argparse.Namespace) -> None:

@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from synthdeid.artifacts import atomic_text, make_provenance, write_json_atomic
+from synthdeid.cli_types import named_input_dir, output_dir, positive_int
 from synthdeid.errors import ConfigError
 from synthdeid.evaluation.bootstrap import (
     ALPHA,
@@ -49,7 +50,7 @@ from synthdeid.evaluation.bootstrap import (
     paired_bootstrap_test,
     resample_weights,
 )
-from synthdeid.evaluation.compare import load_runs, parse_run
+from synthdeid.evaluation.compare import load_runs
 from synthdeid.evaluation.metrics import ALL, DEFINITIONS, CountTable
 from synthdeid.evaluation.report import (
     PER_DOCUMENT,
@@ -61,7 +62,6 @@ from synthdeid.evaluation.report import (
     save_figure,
     write_csv,
 )
-from synthdeid.evaluation.stage import positive_int
 
 log = logging.getLogger(__name__)
 
@@ -523,7 +523,7 @@ def probability(value: str) -> float:
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--teacher",
-        type=parse_run,
+        type=named_input_dir,
         default=None,
         metavar="NAME=DIR",
         help="evaluate-ner folder of the teacher's labels on the gold holdout (needed with "
@@ -531,20 +531,20 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--student",
-        type=parse_run,
+        type=named_input_dir,
         default=None,
         metavar="NAME=DIR",
         help="evaluate-ner folder of the student's predictions on the same gold holdout",
     )
     parser.add_argument(
         "--silver",
-        type=parse_run,
+        type=named_input_dir,
         default=None,
         metavar="TEACHER=DIR",
         help="evaluate-ner folder of a teacher's silver pool labels scored against the pool's "
         "gold, with the teacher's name",
     )
-    parser.add_argument("--out-dir", required=True, type=Path, help="folder for the outputs")
+    parser.add_argument("--out-dir", required=True, type=output_dir, help="folder for the outputs")
     parser.add_argument(
         "--resamples", type=positive_int, default=N_RESAMPLES, help="bootstrap resamples"
     )

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import make_provenance
+from synthdeid.cli_types import input_dir, input_file, output_dir, positive_int
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import Note, read_notes
 from synthdeid.teacher.ledger import NoteUsage, Pricing, Projection, build_ledger
@@ -60,17 +61,19 @@ def llm_ledger(
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--notes", required=True, type=Path, help="notes table to label")
+    parser.add_argument("--notes", required=True, type=input_file, help="notes table to label")
     parser.add_argument(
         "--parts", nargs="*", default=[], help="split parts to label (default: every note)"
     )
     parser.add_argument("--teacher", required=True, help="the teacher's name (silver:<name>)")
     parser.add_argument("--settings", required=True, help="the teacher's settings as JSON")
-    parser.add_argument("--model", type=Path, default=None, help="model teacher: model directory")
-    parser.add_argument("--cache-dir", type=Path, default=None, help="LLM answer cache")
+    parser.add_argument(
+        "--model", type=input_dir, default=None, help="model teacher: model directory"
+    )
+    parser.add_argument("--cache-dir", type=input_dir, default=None, help="LLM answer cache")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--threads", type=positive_int, default=None)
+    parser.add_argument("--out-dir", required=True, type=output_dir)
 
 
 def run(args: argparse.Namespace) -> None:
