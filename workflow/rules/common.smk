@@ -123,7 +123,9 @@ def check_demo_key():
     except ConfigError:
         return  # unreadable: the rules that need the key say why
     if demo:
-        raise WorkflowError(demo_key_refusal("surrogate.key_file", f"corpus {CORPUS!r}"))
+        raise WorkflowError(
+            demo_key_refusal("surrogate.key_file", f"corpus {CORPUS!r}")
+        )
 
 
 check_demo_key()
