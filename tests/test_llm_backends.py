@@ -348,7 +348,7 @@ def test_factory_builds_each_kind(chat_server: ScriptedChatServer, tmp_path: Pat
     )
     assert isinstance(guarded, GuardedBackend) and guarded.describe()["guard"]["phi_surfaces"] == 1
     local = build_backend(
-        {"kind": "transformers", "model": str(tmp_path), "batch_size": 2}, cache_dir=None
+        {"kind": "transformers", "model": "org/model", "batch_size": 2}, cache_dir=None
     )
     assert isinstance(local, TransformersBackend) and local.batch_size == 2
 
@@ -464,5 +464,5 @@ def test_transformers_describe_and_bad_settings(tiny_lm: Path) -> None:
         TransformersBackend(str(tiny_lm), batch_size=0)
     with pytest.raises(ConfigError, match="device"):
         TransformersBackend(str(tiny_lm), device="tpu")
-    with pytest.raises(ConfigError, match="cannot load"):
-        TransformersBackend(str(tiny_lm / "missing")).load()
+    with pytest.raises(ConfigError, match=r"model path .* does not exist"):
+        TransformersBackend(str(tiny_lm / "missing"))

@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
-from synthdeid.synthesis.validator import copied_share, parse_answer
-from synthesis_helpers import SEED_TEXT, prompt, validator
+from synthdeid.identifiers import IdentifierScanner
+from synthdeid.readers.physionet import TEXT_FILE, parse_records
+from synthdeid.synthesis.validator import (
+    TemplateValidator,
+    copied_share,
+    find_pseudo_placeholders,
+    parse_answer,
+)
+from synthesis_helpers import SEED_TEXT, allowlist, prompt, validator
 
 GOOD = (
     "Transferred from [[HOSPITAL_1]] on [[DATE_1]] after an episode of dyspnea at rest. "
@@ -55,7 +64,7 @@ def test_unparseable_answers(raw, reason):
     [
         ("[[EMAIL_1]]", "placeholder_not_allowlisted"),
         ("[[doctor_1]]", "malformed_placeholder"),
-        ("[DOCTOR_1]", "malformed_placeholder"),
+        ("[DOCTOR_1]", "pseudo_placeholder"),
         ("{{DOCTOR}}", "malformed_placeholder"),
         ("[[DOCTOR]]", "malformed_placeholder"),
     ],
@@ -118,3 +127,113 @@ def test_copied_share():
     assert copied_share(words, words) == 1.0
     assert copied_share(words, "unrelated text entirely") == 0.0
     assert copied_share("too short", "too short") == 0.0
+
+
+def echo_validator() -> TemplateValidator:
+    return TemplateValidator(
+        allowlist(), IdentifierScanner(), instructions=prompt().instruction_texts()
+    )
+
+
+@pytest.mark.parametrize(
+    "swap",
+    [
+        "[HOSPITAL_n]",
+        "[PHONE_N]",
+        "[DOCTOR_1]",
+        "[DR_NAME]",
+        "[DATE_n]",
+        "[doctor_1]",
+        "<DOCTOR_n>",
+        "<DATE_1>",
+        "{PATIENT_NAME}",
+        "[NAME]",
+        "[Hospital Name]",
+        "[patient's name]",
+        "[Doctor 1]",
+        "[**Hospital 1**]",
+        "[**First Name (Titles) **]",
+    ],
+)
+def test_pseudo_placeholders_are_rejected(swap):
+    result = verdict(answer(GOOD.replace("[[DOCTOR_1]]", swap, 1)))
+    assert result.reason == "pseudo_placeholder"
+    assert swap not in result.detail
+
+
+@pytest.mark.parametrize(
+    ("swap", "reason"),
+    [
+        ("[[DOCTOR_n]]", "malformed_placeholder"),
+        ("[[PHONE_N]]", "malformed_placeholder"),
+        ("[[Doctor 1]]", "malformed_placeholder"),
+        ("[[DOCTOR_1]", "malformed_placeholder"),
+        ("[DOCTOR_1]]", "malformed_placeholder"),
+        ("[[NAME_1]]", "placeholder_not_allowlisted"),
+        ("[[HOSPITAL_NAME_1]]", "malformed_placeholder"),
+    ],
+)
+def test_double_bracket_tokens_must_be_allowlisted_placeholders(swap, reason):
+    assert verdict(answer(GOOD.replace("[[DOCTOR_1]]", swap, 1))).reason == reason
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Checklist: [x] lines checked, [ ] foley removed, see note [1].",
+        "Keep SBP <140 and HR >60 overnight {per protocol}.",
+        "Labs [see below] and the plan [unchanged] were reviewed.",
+        "Seen by [[DOCTOR_1]] and [[DOCTOR_2]] on [[DATE_1]].",
+    ],
+)
+def test_ordinary_brackets_are_not_pseudo_placeholders(text):
+    assert find_pseudo_placeholders(text, allowlist().names) == []
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        "You write synthetic clinical notes used to train de-identification software.",
+        'Reply with exactly this JSON object and nothing else: {"note": "<the new note>"}',
+        "Write a new, different note of the same kind (same clinical setting and style).",
+        "Do not copy sentences from the note above.",
+        "The note must contain no identifiers and no placeholders at all.",
+    ],
+)
+def test_an_answer_echoing_the_prompt_is_rejected(echo):
+    result = echo_validator().validate_answer(
+        answer(f"{GOOD} {echo}"), prompt().variant("standard"), SEED_TEXT
+    )
+    assert result.reason == "prompt_echo"
+    # without the prompt's text the same answer passes: the echo is the only fault
+    assert verdict(answer(f"{GOOD} {echo}")).accepted
+
+
+def test_genuine_templates_and_seed_wording_are_not_echoes():
+    standard = prompt().variant("standard")
+    assert echo_validator().validate_answer(answer(GOOD), standard, SEED_TEXT).accepted
+    # an n-gram the prompt shares with the seed is the seed's wording, not an echo
+    shared = "Do not copy sentences from the note above."
+    seed = f"{SEED_TEXT} {shared}"
+    result = echo_validator().validate_answer(answer(f"{GOOD} {shared}"), standard, seed)
+    assert result.accepted
+
+
+def test_prompt_instruction_texts_hold_no_note():
+    texts = prompt().instruction_texts()
+    assert any("JSON" in text for text in texts)
+    assert all("$" not in text for text in texts)
+    assert all(SEED_TEXT[:20] not in text for text in texts)
+
+
+def test_real_notes_are_neither_echoes_nor_pseudo_placeholders():
+    corpus = os.environ.get("PHYSIONET_DEID_DIR")
+    if not corpus:
+        pytest.skip("PHYSIONET_DEID_DIR is not set: the real-note check needs the corpus")
+    path = Path(corpus) / TEXT_FILE
+    notes = list(parse_records(path.read_text(encoding="utf-8"), path=path).values())
+    checker = echo_validator()
+    echoes = sum(checker.check_echo(note, "") is not None for note in notes)
+    pseudo = sum(bool(find_pseudo_placeholders(note, allowlist().names)) for note in notes)
+    assert len(notes) > 1000
+    assert (echoes, pseudo) == (0, 0)

@@ -2,9 +2,13 @@
 
 ``kind`` picks the backend: ``none`` (no language model: steps that need one
 are off), ``openai`` (an OpenAI-compatible HTTP server) or ``transformers``
-(a local causal LM). Every other key must belong to the chosen kind; an
-unknown kind or key is a :class:`ConfigError` that lists the allowed ones, so
-a typo never silently falls back to a default. With ``kind: none`` the keys
+(a local causal LM, whose ``model`` is any form
+:func:`synthdeid.llm.models.resolve_model` accepts: ``bundled:smollm2``, a
+mapping ``{package, file}``, a GGUF file, a model directory or a hub id; it
+is resolved here, so a missing package or file fails before any work).
+Every other key must belong to the chosen kind; an unknown kind or key is a
+:class:`ConfigError` that lists the allowed ones, so a typo never silently
+falls back to a default. With ``kind: none`` the keys
 of the other kinds may stay in place (switching a backend off should not
 mean deleting its settings). Secrets never appear here: ``api_key_env``
 names the environment variable that holds the key.

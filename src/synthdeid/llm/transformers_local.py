@@ -2,10 +2,14 @@
 
 The model runs in this process, on the GPU when there is one (bfloat16 where
 supported) and on the CPU otherwise (float32), so nothing leaves the
-machine. It is loaded on first use (or by :meth:`TransformersBackend.load`)
-with ``from_pretrained`` from a hub id or a local directory; transformers
-honours ``HF_HUB_OFFLINE`` itself, so an offline run needs the model in the
-local cache or a local path.
+machine. ``model`` is any form :func:`synthdeid.llm.models.resolve_model`
+accepts (``bundled:smollm2``, a GGUF file, a model directory, a hub id),
+resolved when the backend is built. The model is loaded on first use (or by
+:meth:`TransformersBackend.load`) with ``from_pretrained``; a GGUF file
+(which needs the ``gguf`` package) is loaded, tokenizer included, with
+``from_pretrained(folder, gguf_file=name)`` and dequantized. transformers
+honours ``HF_HUB_OFFLINE`` itself, so an offline run needs a local model or
+one already in the Hugging Face cache.
 
 Prompts are the tokenizer's chat template applied to the messages with a
 generation prompt, or, for tokenizers without one, ``role: content`` lines
@@ -21,21 +25,22 @@ answer may depend on its batch mates (padding, shared random stream).
 A generation error fails its batch with the exception's class as the reason
 (its message may quote the prompt, so it goes neither there nor into a log).
 
-The cache key of a local model directory includes a fingerprint of its files
-(names, sizes, first and last MiB), so a retrained model in the same place
-does not reuse the old model's answers.
+The cache key of a local model includes a fingerprint of its files (names,
+sizes, first and last MiB), so a retrained model in the same place does not
+reuse the old model's answers.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import logging
+import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -44,11 +49,11 @@ from tqdm import tqdm
 from synthdeid.errors import ConfigError
 from synthdeid.llm.base import CachedChatBackend, ChatFailure, ChatRequest, ChatResponse, ChatResult
 from synthdeid.llm.cache import ResponseCache
+from synthdeid.llm.models import ModelRef, resolve_model
 
 log = logging.getLogger(__name__)
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-_FINGERPRINT_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -73,7 +78,7 @@ class TransformersBackend(CachedChatBackend):
 
     def __init__(
         self,
-        model: str,
+        model: str | Mapping[str, Any],
         device: str = "auto",
         batch_size: int = 8,
         max_new_tokens: int | None = None,
@@ -81,15 +86,14 @@ class TransformersBackend(CachedChatBackend):
         cache: ResponseCache | None = None,
     ) -> None:
         super().__init__(cache)
-        if not isinstance(model, str) or not model.strip():
-            raise ConfigError(f"model must be a hub id or a local path, not {model!r}")
+        self.ref: ModelRef = resolve_model(model)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be an integer >= 1, not {batch_size!r}")
         if max_new_tokens is not None and (
             not isinstance(max_new_tokens, int) or max_new_tokens < 1
         ):
             raise ConfigError(f"max_new_tokens must be a positive integer, not {max_new_tokens!r}")
-        self.model = model
+        self.model = self.ref.name
         self.device = _resolve_device(device)
         self.dtype = _resolve_dtype(dtype, self.device)
         self.batch_size = batch_size
@@ -97,12 +101,12 @@ class TransformersBackend(CachedChatBackend):
         self._lock = threading.Lock()
         self._tokenizer: Any = None
         self._lm: Any = None
-        self._fingerprint: str | None = None
 
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.name,
             "model": self.model,
+            "model_ref": self.ref.describe(),
             "model_fingerprint": self.fingerprint(),
             "device": str(self.device),
             "dtype": str(self.dtype).removeprefix("torch."),
@@ -114,16 +118,14 @@ class TransformersBackend(CachedChatBackend):
         return {"model_fingerprint": self.fingerprint()}
 
     def fingerprint(self) -> str | None:
-        """Digest of a local model directory's files; None for a hub id."""
-        if self._fingerprint is None and Path(self.model).is_dir():
-            self._fingerprint = directory_fingerprint(Path(self.model))
-        return self._fingerprint
+        """Digest of the local model's files; None for a hub id."""
+        return self.ref.fingerprint
 
     def load(self) -> None:
         """Load the tokenizer and model now (otherwise done on the first uncached request)."""
         with self._lock:
             if self._lm is None:
-                self._tokenizer, self._lm = _load(self.model, self.device, self.dtype)
+                self._tokenizer, self._lm = _load(self.ref, self.device, self.dtype)
 
     def close(self) -> None:
         with self._lock:
@@ -251,22 +253,37 @@ class TransformersBackend(CachedChatBackend):
         return [i for i in ids if i is not None]
 
 
-def _load(model: str, device: torch.device, dtype: torch.dtype) -> tuple[Any, Any]:
+def _load(ref: ModelRef, device: torch.device, dtype: torch.dtype) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    log.info("loading %s on %s (%s)", model, device, dtype)
+    if ref.gguf_file is not None and importlib.util.find_spec("gguf") is None:
+        raise ConfigError(
+            f"loading the GGUF model {ref.name!r} needs the gguf package (pip install gguf==0.19.0)"
+        )
+    location, options = ref.from_pretrained_args()
+    log.info("loading %s (%s) on %s (%s)", ref.name, ref.kind, device, dtype)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(model)
-        lm = AutoModelForCausalLM.from_pretrained(model, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(location, **options)
+        lm = AutoModelForCausalLM.from_pretrained(location, dtype=dtype, **options)
     except (OSError, ValueError) as error:
         raise ConfigError(
-            f"cannot load causal LM {model!r}: {error} (an offline run needs a local path or "
-            "a model already in the Hugging Face cache)"
+            f"cannot load causal LM {ref.name!r}: {_load_advice(ref, error)}"
         ) from error
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     return tokenizer, lm.to(device).eval()
+
+
+def _load_advice(ref: ModelRef, error: Exception) -> str:
+    if ref.kind == "hub" and os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
+        return (
+            "HF_HUB_OFFLINE is set and the hub id is not in the local Hugging Face cache; "
+            "name a local model instead (a directory, a GGUF file or bundled:smollm2)"
+        )
+    if ref.kind == "hub":
+        return f"{error} (an offline run needs a local model or one in the Hugging Face cache)"
+    return str(error)
 
 
 def _resolve_device(device: str) -> torch.device:
@@ -310,17 +327,3 @@ def _seeded(seed: int | None, device: torch.device) -> Iterator[None]:
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed)
         yield
-
-
-def directory_fingerprint(directory: Path) -> str:
-    """SHA-256 over a model directory's files: names, sizes, first and last MiB."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
-        size = path.stat().st_size
-        digest.update(f"{path.relative_to(directory).as_posix()}\0{size}\0".encode())
-        with open(path, "rb") as handle:
-            digest.update(handle.read(_FINGERPRINT_BYTES))
-            if size > _FINGERPRINT_BYTES:
-                handle.seek(max(_FINGERPRINT_BYTES, size - _FINGERPRINT_BYTES))
-                digest.update(handle.read(_FINGERPRINT_BYTES))
-    return f"sha256:{digest.hexdigest()}"

@@ -72,6 +72,18 @@ class PromptSpec:
             )
         return self.variants[name]
 
+    def instruction_texts(self) -> tuple[str, ...]:
+        """The prompt's own words: the system message, the user message's text between
+        substitutions and every variant's instruction, as separate pieces (what a
+        model echoing its instructions would repeat; never the note)."""
+        pieces = [self.system, *(v.instruction for v in self.variants.values())]
+        start = 0
+        for match in string.Template.pattern.finditer(self.user):
+            pieces.append(self.user[start : match.start()])
+            start = match.end()
+        pieces.append(self.user[start:])
+        return tuple(piece.strip() for piece in pieces if piece.strip())
+
     def render(self, variant: Variant, masked_note: str) -> tuple[ChatMessage, ...]:
         """System and user messages asking for a rewrite of ``masked_note``."""
         values = {

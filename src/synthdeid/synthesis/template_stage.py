@@ -106,6 +106,7 @@ def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]
             length_ratio=tuple(validator_settings.get("length_ratio", (0.5, 2.0))),
             max_copied_ngram_share=validator_settings.get("max_copied_ngram_share", 0.5),
         ),
+        instructions=prompt.instruction_texts(),
     )
     backend = build_backend(settings.get("backend", {"kind": "none"}), cache_dir=args.cache_dir)
     extra: dict[str, Any] = {"seeds": len(seeds), "backend": settings.get("backend", {})}

@@ -5,17 +5,24 @@ A template is accepted only when, in this order:
 1. the answer parses as a JSON object with a string ``note`` (one surrounding
    Markdown code fence is tolerated; nothing else) -> ``invalid_json`` /
    ``missing_note``; an empty note -> ``empty``;
-2. every placeholder-looking token is a well-formed ``[[NAME_n]]``
+2. the note does not echo the prompt: no word :data:`ECHO_NGRAM`-gram of the
+   prompt's own text (system message, the user message's fixed text, the
+   variants' instructions; given as ``instructions``) appears in it, unless
+   the seed has it too (``prompt_echo``);
+3. no single-bracketed token imitates a placeholder: ``[DOCTOR_1]``,
+   ``[HOSPITAL_n]``, ``[PHONE_N]``, ``<DATE_1>``, ``[Patient Name]``,
+   ``[**Hospital 1**]`` (``pseudo_placeholder``); every other
+   placeholder-looking token is a well-formed ``[[NAME_n]]``
    (``malformed_placeholder``), on the allowlist (``placeholder_not_allowlisted``)
    and allowed by the request's variant (``placeholder_not_in_variant``);
-3. the variant's expectation holds: at least one placeholder
+4. the variant's expectation holds: at least one placeholder
    (``missing_placeholder``), a repeated placeholder (``missing_repetition``) or
    none at all (``unexpected_placeholder``);
-4. nothing identifier-like remains outside placeholders: dates, phone and ID
+5. nothing identifier-like remains outside placeholders: dates, phone and ID
    digit runs, emails, URLs, capitalised tokens from a name list
    (``identifier_like:<kind>``);
-5. the length in words is within ``length_ratio`` of the seed's (``length_ratio``);
-6. the answer is not a copy of its masked seed: the share of the template's
+6. the length in words is within ``length_ratio`` of the seed's (``length_ratio``);
+7. the answer is not a copy of its masked seed: the share of the template's
    word 8-grams found in the seed is below ``max_copied_ngram_share``
    (``copied_seed``; switched off for backend ``none``, whose templates are
    the seeds by design).
@@ -29,7 +36,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from synthdeid.identifiers import IdentifierScanner
@@ -41,7 +48,30 @@ from synthdeid.synthesis.placeholders import (
 from synthdeid.synthesis.prompts import Variant
 
 COPY_NGRAM = 8
+ECHO_NGRAM = 6
 _FENCE_RE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?```\s*$", re.DOTALL | re.IGNORECASE)
+_ECHO_WORD_RE = re.compile(r"\w+")
+
+# a single-bracketed token: [** ... **] (the MIMIC de-identification mark), or one
+# pair of [], <> or {} not part of a doubled bracket, around a short one-line body
+_BRACKETED_RE = re.compile(
+    r"\[\*\*[^\[\]\n]{0,60}?\*\*\]"
+    r"|(?<![\[<{])[\[<{](?![\[<{])(?P<body>[^\[\]<>{}\n]{1,40})[\]>}](?![\]>}])"
+)
+# a body written like a placeholder name: DOCTOR_1, HOSPITAL_n, PHONE_N, DR_NAME
+_PSEUDO_NAME_RE = re.compile(r"\s*[A-Z][A-Z0-9]*(?:_[A-Za-z0-9#]+)+\s*")
+# a body of one to four words (the last may be a number or n/N/X/#): Patient Name, date
+_PSEUDO_WORDS_RE = re.compile(
+    r"\s*[A-Za-z]+(?:'s)?(?:[ _][A-Za-z]+(?:'s)?){0,3}(?:[ _]?(?:\d+|[nNxX#]))?\s*"
+)
+# words that name an identifier type, besides the allowlisted placeholder names
+IDENTIFIER_TYPE_WORDS = frozenset(
+    {
+        "NAME", "FIRSTNAME", "LASTNAME", "SURNAME", "MRN", "SSN", "ADDRESS", "EMAIL",
+        "CITY", "STATE", "ZIP", "STREET", "TOWN", "COUNTRY", "CLINIC", "FACILITY",
+        "PHYSICIAN", "NURSE", "PROVIDER", "TELEPHONE", "FAX", "PAGER",
+    }
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -86,6 +116,30 @@ def _words(text: str) -> list[str]:
     return text.casefold().split()
 
 
+def _echo_grams(text: str, n: int = ECHO_NGRAM) -> set[tuple[str, ...]]:
+    words = _ECHO_WORD_RE.findall(text.casefold())
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def find_pseudo_placeholders(template: str, names: Iterable[str]) -> list[int]:
+    """Offsets of single-bracketed tokens that imitate a placeholder (``names``: allowlisted)."""
+    type_words = IDENTIFIER_TYPE_WORDS | {name.upper() for name in names}
+    return [
+        match.start()
+        for match in _BRACKETED_RE.finditer(template)
+        if _imitates_placeholder(match.group("body"), type_words)
+    ]
+
+
+def _imitates_placeholder(body: str | None, type_words: frozenset[str]) -> bool:
+    if body is None:  # [** ... **]
+        return True
+    if _PSEUDO_NAME_RE.fullmatch(body):
+        return True
+    words = set(re.split(r"[\s_]+", body.upper().replace("'S", "")))
+    return bool(_PSEUDO_WORDS_RE.fullmatch(body) and type_words & words)
+
+
 def copied_share(template: str, seed: str, n: int = COPY_NGRAM) -> float:
     """Share of the template's word n-grams that also occur in the seed (0 for short texts)."""
     words = _words(template)
@@ -105,12 +159,36 @@ class TemplateValidator:
         allowlist: PlaceholderAllowlist,
         scanner: IdentifierScanner,
         settings: ValidatorSettings | None = None,
+        instructions: Sequence[str] = (),
     ) -> None:
+        """``instructions``: the prompt's own text, in pieces that never run into
+        each other (see :meth:`PromptSpec.instruction_texts`); empty: no echo check."""
         self.allowlist = allowlist
         self.scanner = scanner
         self.settings = settings or ValidatorSettings()
+        self.instructions = tuple(instructions)
+        self._instruction_grams = set().union(*(_echo_grams(t) for t in self.instructions))
+
+    def check_echo(self, template: str, seed: str) -> Verdict | None:
+        """``prompt_echo`` when the template repeats the prompt's text (and the seed does not)."""
+        if not self._instruction_grams:
+            return None
+        echoed = (_echo_grams(template) & self._instruction_grams) - _echo_grams(seed)
+        if echoed:
+            return reject(
+                "prompt_echo",
+                f"{len(echoed)} word {ECHO_NGRAM}-gram(s) of the prompt's instructions",
+            )
+        return None
 
     def check_placeholders(self, template: str, variant: Variant) -> Verdict | None:
+        pseudo = find_pseudo_placeholders(template, self.allowlist.names)
+        if pseudo:
+            return reject(
+                "pseudo_placeholder",
+                f"{len(pseudo)} bracketed token(s) imitating a placeholder; first at offset "
+                f"{pseudo[0]}",
+            )
         wellformed = {(m.start, m.end) for m in iter_placeholders(template)}
         for match in PLACEHOLDER_LIKE_RE.finditer(template):
             if (match.start(), match.end()) not in wellformed:
@@ -160,8 +238,9 @@ class TemplateValidator:
         return None
 
     def validate_template(self, template: str, variant: Variant, seed: str) -> Verdict:
-        """Checks 2-6 on a template already extracted from its answer."""
+        """Checks 2-7 on a template already extracted from its answer."""
         checks = (
+            lambda: self.check_echo(template, seed),
             lambda: self.check_placeholders(template, variant),
             lambda: self.check_identifiers(template),
             lambda: self.check_length(template, seed),
