@@ -8,6 +8,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
+
+from synthdeid.ingest import IngestResult, IngestSettings, ingest_corpus
+from synthdeid.labels import LabelMap
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,6 +31,20 @@ def physionet_dir() -> Path:
     if not (path / "id.text").is_file() or not (path / "id-phi.phrase").is_file():
         pytest.skip(f"PHYSIONET_DEID_DIR={value} has no id.text / id-phi.phrase")
     return path
+
+
+@pytest.fixture(scope="session")
+def physionet_ingest(repo: Path, physionet_dir: Path) -> IngestResult:
+    """The PhysioNet corpus ingested with config/physionet.yaml's settings (once per session)."""
+    config = yaml.safe_load((repo / "config" / "physionet.yaml").read_text())
+    settings = IngestSettings(
+        format="physionet",
+        label_map=LabelMap(config["labels"]["mapping"]),
+        source="physionet-deid",
+        encoding=config["corpus"]["encoding"],
+        overlaps=config["corpus"]["overlaps"],
+    )
+    return ingest_corpus(physionet_dir, settings)
 
 
 @pytest.fixture(autouse=True)

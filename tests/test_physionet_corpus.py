@@ -12,8 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from synthdeid.ingest import IngestSettings, ingest_corpus
-from synthdeid.labels import LabelMap
+from synthdeid.ingest import IngestResult
 from synthdeid.llm.guard import load_phi_surfaces
 from synthdeid.mask import mask_note
 from synthdeid.mentions import surface_mentions, surfaces_left
@@ -31,16 +30,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def notes(repo: Path, physionet_dir: Path) -> list[Note]:
-    config = yaml.safe_load((repo / "config" / "physionet.yaml").read_text())
-    settings = IngestSettings(
-        format="physionet",
-        label_map=LabelMap(config["labels"]["mapping"]),
-        source="physionet-deid",
-        encoding=config["corpus"]["encoding"],
-        overlaps=config["corpus"]["overlaps"],
-    )
-    result = ingest_corpus(physionet_dir, settings)
+def notes(physionet_ingest: IngestResult) -> list[Note]:
+    result = physionet_ingest
     assert result.surfaces_verified == 1140
     assert len(result.merged_overlaps) == 1
     return result.notes

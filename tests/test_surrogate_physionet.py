@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import pytest
-import yaml
 
-from synthdeid.ingest import IngestSettings, ingest_corpus
-from synthdeid.labels import LabelMap
+from synthdeid.ingest import IngestResult
 from synthdeid.notes import Note
 from synthdeid.surrogate.keying import SurrogateKey
 from synthdeid.surrogate.operators import normalize
@@ -21,16 +18,8 @@ SECRETS = [hashlib.sha256(f"physionet surrogates {i}".encode()).hexdigest() for 
 
 
 @pytest.fixture(scope="module")
-def notes(repo: Path, physionet_dir: Path) -> list[Note]:
-    config = yaml.safe_load((repo / "config" / "physionet.yaml").read_text())
-    settings = IngestSettings(
-        format="physionet",
-        label_map=LabelMap(config["labels"]["mapping"]),
-        source="physionet-deid",
-        encoding=config["corpus"]["encoding"],
-        overlaps=config["corpus"]["overlaps"],
-    )
-    return ingest_corpus(physionet_dir, settings).notes
+def notes(physionet_ingest: IngestResult) -> list[Note]:
+    return physionet_ingest.notes
 
 
 def collisions(notes: list[Note], replacer: SurrogateReplacer) -> int:

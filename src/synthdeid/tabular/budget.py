@@ -4,7 +4,7 @@ SmartNoise splits one budget between a preprocessor and the synthesizer:
 the table transformer may spend epsilon inferring what it does not know
 (bounds of continuous columns), and the synthesizer subtracts whatever the
 transformer's odometer shows. Getting this wrong is silent (smartnoise-sdk
-issue 485): pass the total to both and the data is charged twice. Here the
+bug 485): pass the total to both and the data is charged twice. Here the
 plan is explicit: ``total = preprocessor + synthesizer``; the preprocessor
 share is configured, the synthesizer gets the rest, and after fitting the
 record is checked against the transformer's odometer and the library's own
