@@ -2,6 +2,7 @@
 # Build the project's virtual environment from the pinned files in envs/:
 #   .venv/                          python 3.11 venv, every package from the lock
 #   .venv/opt/dpgan-overlay/        opacus 0.14 for smartnoise's GAN synthesizers only
+#   llama-cpp-python[server]        only if its wheel is cached (scripts/setup-llm-server.sh)
 # Usage: scripts/setup-env.sh [VENV_DIR]     (default .venv; idempotent)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -27,5 +28,8 @@ echo "[setup-env] installing envs/requirements-cpu.lock into $venv (a few minute
 "${pip[@]}" install -q --no-deps --upgrade --target "$venv/opt/dpgan-overlay" \
   -r envs/requirements-dpgan-overlay.lock
 "${pip[@]}" install -q --no-deps --no-build-isolation -e .
+# the local LLM server (synthdeid serve-llm) only when its wheel is cached: building it
+# takes about 25 minutes, so that is left to scripts/setup-llm-server.sh run on its own
+scripts/setup-llm-server.sh --cached-only "$venv"
 "$venv/bin/python" -c 'import synthdeid, torch, snakemake, opacus; print("[setup-env] ok: synthdeid", synthdeid.__version__, "torch", torch.__version__, "opacus", opacus.__version__)'
 echo "$want" > "$stamp"

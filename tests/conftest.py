@@ -47,6 +47,20 @@ def physionet_ingest(repo: Path, physionet_dir: Path) -> IngestResult:
     return ingest_corpus(physionet_dir, settings)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _model_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """GGUF models converted for transformers go to one folder per test session (shared
+    by its tests and the workflows they run), never to the user's cache."""
+    folder = tmp_path_factory.mktemp("model-cache")
+    previous = os.environ.get("SYNTHDEID_MODEL_CACHE")
+    os.environ["SYNTHDEID_MODEL_CACHE"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("SYNTHDEID_MODEL_CACHE", None)
+    else:
+        os.environ["SYNTHDEID_MODEL_CACHE"] = previous
+
+
 @pytest.fixture(autouse=True)
 def _restore_logging() -> Iterator[None]:
     """synthdeid.cli.main() reconfigures the root logger; undo it after every test."""

@@ -227,6 +227,39 @@ def test_transformers_backend_generates_from_a_gguf_file(tiny_gguf: Path) -> Non
     assert described["model_fingerprint"] == resolve_model(str(tiny_gguf)).fingerprint
 
 
+def test_a_gguf_model_is_converted_once_and_then_read_as_a_folder(
+    tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synthdeid.llm.transformers_local import COMPLETE_MARKER, converted_gguf
+
+    monkeypatch.setenv("SYNTHDEID_MODEL_CACHE", str(tmp_path / "models"))
+    request = ChatRequest.of(None, "Seen.", max_tokens=6, temperature=0.0)
+    first = TransformersBackend(str(tiny_gguf), device="cpu").complete_many([request])
+    [folder] = (tmp_path / "models").iterdir()
+    assert (folder / COMPLETE_MARKER).is_file() and (folder / "config.json").is_file()
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no staging left
+    stamp = (folder / "config.json").stat().st_mtime_ns
+    again = TransformersBackend(str(tiny_gguf), device="cpu").complete_many([request])
+    assert again == first  # the same weights and tokenizer
+    assert converted_gguf(resolve_model(str(tiny_gguf))) == folder
+    assert (folder / "config.json").stat().st_mtime_ns == stamp  # read, not rewritten
+
+
+def test_an_unwritable_model_cache_falls_back_to_the_gguf_file(
+    tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from synthdeid.llm.transformers_local import converted_gguf
+
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("x")
+    monkeypatch.setenv("SYNTHDEID_MODEL_CACHE", str(blocker / "models"))
+    assert converted_gguf(resolve_model(str(tiny_gguf))) is None
+    [result] = TransformersBackend(str(tiny_gguf), device="cpu").complete_many(
+        [ChatRequest.of(None, "Seen.", max_tokens=3)]
+    )
+    assert isinstance(result, ChatResponse)
+
+
 def test_factory_rejects_a_missing_bundled_package() -> None:
     settings = {"kind": "transformers", "model": {"package": "synthdeid_absent", "file": "a.gguf"}}
     with pytest.raises(ConfigError, match=r"llm \(transformers\): .*synthdeid_absent"):

@@ -39,9 +39,10 @@ def test_good_template_is_accepted():
     assert result.accepted and result.template == GOOD
 
 
-def test_code_fence_is_tolerated_but_prose_is_not():
+def test_code_fence_and_prose_around_the_object_are_tolerated():
     assert verdict("```json\n" + answer(GOOD) + "\n```").accepted
-    assert verdict("Sure! " + answer(GOOD)).reason == "invalid_json"
+    assert verdict("Sure! " + answer(GOOD)).template == GOOD
+    assert verdict("Sure! Here is the note.").reason == "invalid_json"
 
 
 @pytest.mark.parametrize(
@@ -237,3 +238,18 @@ def test_real_notes_are_neither_echoes_nor_pseudo_placeholders():
     pseudo = sum(bool(find_pseudo_placeholders(note, allowlist().names)) for note in notes)
     assert len(notes) > 1000
     assert (echoes, pseudo) == (0, 0)
+
+
+def test_a_placeholder_inside_a_word_is_rejected() -> None:
+    from synthdeid.identifiers import IdentifierScanner
+    from synthdeid.synthesis.placeholders import load_allowlist
+    from synthdeid.synthesis.prompts import seed_variant
+    from synthdeid.synthesis.validator import TemplateValidator
+
+    allowlist = load_allowlist("resources/placeholders.yaml")
+    validator = TemplateValidator(allowlist, IdentifierScanner())
+    variant = seed_variant(allowlist)
+    glued = validator.check_placeholders("It may be misdiagno[[DOCTOR_1]]s.", variant)
+    assert glued is not None and glued.reason == "placeholder_in_word"
+    for fine in ("Seen by Dr.[[DOCTOR_1]] today.", "On [[DATE_1]]th.", "[[DATE_1]]"):
+        assert validator.check_placeholders(fine, variant) is None, fine

@@ -165,6 +165,10 @@ STAGES: dict[str, Stage] = {
         "synthdeid.tabular.faithfulness_stage",
         "Score how faithfully each report states its row (seed 002 Tables 2 and 3); keep the faithful pairs.",
     ),
+    "serve-llm": Stage(
+        "synthdeid.llm.serve_stage",
+        "Start, stop or check a local llama.cpp chat server on loopback (serve-llm).",
+    ),
     "probe-env": Stage(
         "synthdeid.probe_env",
         "Record the compute environment a rule ran in (host, SLURM job, accelerators).",

@@ -162,7 +162,15 @@ LLM_CACHE_DIR = "cache/llm_responses"
 
 def template_settings():
     """The generate_templates slice of synth.template, as JSON (pools settings excluded)."""
-    keys = ("backend", "variants", "generation", "seed", "validator", "guard")
+    keys = (
+        "backend",
+        "variants",
+        "generation",
+        "seed",
+        "validator",
+        "guard",
+        "seed_sample",
+    )
     return as_json({key: TEMPLATE[key] for key in keys})
 
 

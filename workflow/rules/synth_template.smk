@@ -5,7 +5,8 @@ rule generate_templates:
             placeholder allowlist and the versioned prompt file
     output: templates.parquet (every attempt: variant, status, rejection reason,
             template, request hash, tokens), summary.json (acceptance rate,
-            rejections by reason, guard refusals, tokens)
+            rejections by reason, guard refusals, tokens) and, local-only,
+            local/templates.sent_requests.parquet (every request sent)
     Only masked text is sent, and every request passes the guard first (no
     seed PHI surface, nothing identifier-like). Backend none sends nothing:
     each masked seed is its own template. Responses are cached by request
@@ -21,6 +22,7 @@ rule generate_templates:
     output:
         templates="results/generate_templates/{corpus}/templates.parquet",
         summary="results/generate_templates/{corpus}/summary.json",
+        sent="results/generate_templates/{corpus}/local/templates.sent_requests.parquet",
     log:
         "logs/generate_templates/{corpus}.log",
     benchmark:
@@ -37,7 +39,7 @@ rule generate_templates:
         " --removed {input.removed:q} --allowlist {input.allowlist:q}"
         " --prompt {input.prompt:q} --settings {params.settings:q}"
         " --cache-dir {params.cache_dir:q} --out {output.templates:q}"
-        " --summary {output.summary:q}"
+        " --summary {output.summary:q} --sent-requests {output.sent:q}"
 
 
 rule fill_templates:

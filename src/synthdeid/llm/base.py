@@ -17,8 +17,10 @@ import json
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+
+from synthdeid.llm.constraints import NoteShape
 
 if TYPE_CHECKING:
     from synthdeid.llm.cache import ResponseCache
@@ -46,8 +48,11 @@ class ChatRequest:
     """A chat completion request: messages and sampling settings.
 
     ``json_mode`` asks the model for a JSON object (``response_format`` for
-    OpenAI-compatible servers; local models get no constraint). ``seed`` makes
-    sampling reproducible where the backend supports it.
+    OpenAI-compatible servers). ``shape`` asks for more: an answer of that
+    :class:`~synthdeid.llm.constraints.NoteShape`, enforced while decoding by
+    backends that can (a llama.cpp grammar, a transformers logits processor)
+    and otherwise asked for as JSON. ``seed`` makes sampling reproducible where
+    the backend supports it.
     """
 
     messages: tuple[ChatMessage, ...]
@@ -56,6 +61,7 @@ class ChatRequest:
     max_tokens: int = 1024
     seed: int | None = None
     json_mode: bool = True
+    shape: NoteShape | None = None
 
     def __post_init__(self) -> None:
         if not self.messages:
@@ -86,7 +92,31 @@ class ChatRequest:
             "max_tokens": self.max_tokens,
             "seed": self.seed,
             "json_mode": self.json_mode,
+            # only when set, so that unshaped requests keep their cache keys
+            **({"shape": self.shape.canonical()} if self.shape is not None else {}),
         }
+
+    def with_system_folded(self) -> ChatRequest:
+        """The same request with its system messages folded into the first user turn.
+
+        For chat templates that drop or refuse a system role (Gemma's): the
+        system text comes first, then a blank line, then the user's message.
+        """
+        return replace(self, messages=fold_system_messages(self.messages))
+
+
+def fold_system_messages(messages: Sequence[ChatMessage]) -> tuple[ChatMessage, ...]:
+    """``messages`` without system turns, whose texts open the first user turn."""
+    system = [m.content for m in messages if m.role == "system"]
+    rest = [m for m in messages if m.role != "system"]
+    if not system:
+        return tuple(messages)
+    preamble = "\n\n".join(system)
+    for i, message in enumerate(rest):
+        if message.role == "user":
+            rest[i] = ChatMessage("user", f"{preamble}\n\n{message.content}")
+            return tuple(rest)
+    return (ChatMessage("user", preamble), *rest)
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,10 @@ OPENAI_KEYS = (
     "max_retries",
     "backoff_s",
     "concurrency",
+    "grammar",
+    "fold_system",
 )
-TRANSFORMERS_KEYS = ("model", "batch_size", "device", "dtype", "max_new_tokens")
+TRANSFORMERS_KEYS = ("model", "batch_size", "device", "dtype", "max_new_tokens", "fold_system")
 REQUIRED = {"openai": ("base_url", "model"), "transformers": ("model",)}
 ALLOWED = {
     "none": tuple(dict.fromkeys((*OPENAI_KEYS, *TRANSFORMERS_KEYS))),

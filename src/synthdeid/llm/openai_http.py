@@ -18,6 +18,12 @@ and log lines name the status, an error class and the body's length
 (``HTTP 500 (InternalServerError), body 183 chars``), never the body's text,
 and an exception only by its class.
 
+A request with a :class:`~synthdeid.llm.constraints.NoteShape` carries the
+shape's GBNF grammar in a ``grammar`` field when the server takes one
+(``grammar: true``; llama.cpp's server does), and is sent in JSON mode
+otherwise. ``fold_system: true`` folds system messages into the first user
+turn, for models whose chat template drops them.
+
 The API key is read once, from the environment variable the configuration
 names (never from the configuration itself), and only ever goes into the
 ``Authorization`` header: not into :meth:`describe`, logs or failure reasons.
@@ -93,8 +99,15 @@ class OpenAICompatibleBackend(CachedChatBackend):
         cache: ResponseCache | None = None,
         extra_headers: Mapping[str, str] | None = None,
         max_backoff_s: float = 60.0,
+        grammar: bool = False,
+        fold_system: bool = False,
     ) -> None:
         super().__init__(cache)
+        for option, value in (("grammar", grammar), ("fold_system", fold_system)):
+            if not isinstance(value, bool):
+                raise ConfigError(f"{option} must be true or false, not {value!r}")
+        self.grammar = grammar
+        self.fold_system = fold_system
         self.base_url = _checked_base_url(base_url)
         self.use_env_proxies = True
         self.model = _checked_model(model)
@@ -114,6 +127,14 @@ class OpenAICompatibleBackend(CachedChatBackend):
         self._lock = threading.Lock()
         self._rng = random.Random()
 
+    def cache_extra(self) -> Mapping[str, Any]:
+        # what changes an answer besides the request; absent when off, so old keys hold
+        return {
+            k: True
+            for k, on in (("grammar", self.grammar), ("fold_system", self.fold_system))
+            if on
+        }
+
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.name,
@@ -124,21 +145,26 @@ class OpenAICompatibleBackend(CachedChatBackend):
             "max_retries": self.max_retries,
             "backoff_s": self.backoff_s,
             "concurrency": self.concurrency,
+            "grammar": self.grammar,
+            "fold_system": self.fold_system,
             "extra_header_names": sorted(k for k in self._headers if k != "Authorization"),
         }
 
     def payload(self, request: ChatRequest) -> dict[str, Any]:
         """The JSON body sent for ``request``."""
+        messages = request.with_system_folded().messages if self.fold_system else request.messages
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
             "temperature": request.temperature,
             "top_p": request.top_p,
             "max_tokens": request.max_tokens,
         }
         if request.seed is not None:
             body["seed"] = request.seed
-        if request.json_mode:
+        if request.shape is not None and self.grammar:
+            body["grammar"] = request.shape.gbnf()
+        elif request.json_mode or request.shape is not None:
             body["response_format"] = {"type": "json_object"}
         return body
 

@@ -7,7 +7,9 @@ accepts (``bundled:smollm2``, a GGUF file, a model directory, a hub id),
 resolved when the backend is built. The model is loaded on first use (or by
 :meth:`TransformersBackend.load`) with ``from_pretrained``; a GGUF file
 (which needs the ``gguf`` package) is loaded, tokenizer included, with
-``from_pretrained(folder, gguf_file=name)`` and dequantized. transformers
+``from_pretrained(folder, gguf_file=name)`` and dequantized, once: the result
+is kept as a plain transformers folder under ``$SYNTHDEID_MODEL_CACHE``
+(default ``~/.cache/synthdeid/models``), which later loads read. transformers
 honours ``HF_HUB_OFFLINE`` itself, so an offline run needs a local model or
 one already in the Hugging Face cache.
 
@@ -16,12 +18,17 @@ generation prompt, or, for tokenizers without one, ``role: content`` lines
 followed by ``assistant:``. Requests are grouped by sampling settings, sorted
 by prompt length and generated ``batch_size`` at a time with left padding;
 only the new tokens are decoded. ``temperature`` 0 means greedy decoding.
+``fold_system``: "auto" folds system messages into the first user turn when
+the chat template drops them (rendered with a probe system message that does
+not come out), true or false forces it.
 
 Reproducibility: a batch whose requests carry seeds is sampled from a torch
 generator seeded from those seeds (the global RNG is left as it was), so the
 same requests with the same ``batch_size`` give the same answers. A request's
 answer may depend on its batch mates (padding, shared random stream).
-``json_mode`` is not enforced: local models get no output constraint.
+A request with a :class:`~synthdeid.llm.constraints.NoteShape` is decoded
+under it (:mod:`synthdeid.llm.shape_decoding`); ``json_mode`` alone is not
+enforced.
 A generation error fails its batch with the exception's class as the reason
 (its message may quote the prompt, so it goes neither there nor into a log).
 
@@ -37,10 +44,13 @@ import importlib.util
 import json
 import logging
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -53,6 +63,7 @@ from synthdeid.llm.models import ModelRef, resolve_model
 
 log = logging.getLogger(__name__)
 
+COMPLETE_MARKER = ".synthdeid-converted"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -84,8 +95,12 @@ class TransformersBackend(CachedChatBackend):
         max_new_tokens: int | None = None,
         dtype: str = "auto",
         cache: ResponseCache | None = None,
+        fold_system: bool | str = "auto",
     ) -> None:
         super().__init__(cache)
+        if fold_system not in (True, False, "auto"):
+            raise ConfigError(f"fold_system must be auto, true or false, not {fold_system!r}")
+        self.fold_system = fold_system
         self.ref: ModelRef = resolve_model(model)
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be an integer >= 1, not {batch_size!r}")
@@ -101,6 +116,8 @@ class TransformersBackend(CachedChatBackend):
         self._lock = threading.Lock()
         self._tokenizer: Any = None
         self._lm: Any = None
+        self._token_table: Any = None
+        self._folds: bool | None = None
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -112,10 +129,14 @@ class TransformersBackend(CachedChatBackend):
             "dtype": str(self.dtype).removeprefix("torch."),
             "batch_size": self.batch_size,
             "max_new_tokens": self.max_new_tokens,
+            "fold_system": self.fold_system,
         }
 
     def cache_extra(self) -> Mapping[str, Any]:
-        return {"model_fingerprint": self.fingerprint()}
+        extra: dict[str, Any] = {"model_fingerprint": self.fingerprint()}
+        if self.fold_system is not False:
+            extra["fold_system"] = self.fold_system
+        return extra
 
     def fingerprint(self) -> str | None:
         """Digest of the local model's files; None for a hub id."""
@@ -129,13 +150,15 @@ class TransformersBackend(CachedChatBackend):
 
     def close(self) -> None:
         with self._lock:
-            self._tokenizer = self._lm = None
+            self._tokenizer = self._lm = self._token_table = None
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
     def prompt(self, request: ChatRequest) -> str:
         """The text the model continues for ``request``."""
         self.load()
+        if self.folds_system():
+            request = request.with_system_folded()
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         if getattr(self._tokenizer, "chat_template", None):
             return self._tokenizer.apply_chat_template(
@@ -143,6 +166,27 @@ class TransformersBackend(CachedChatBackend):
             )
         lines = [f"{m['role']}: {m['content']}" for m in messages]
         return "\n".join([*lines, "assistant:"])
+
+    def folds_system(self) -> bool:
+        """Whether system messages are folded into the first user turn (see the module)."""
+        if self.fold_system != "auto":
+            return bool(self.fold_system)
+        if self._folds is None:
+            self.load()
+            self._folds = _template_drops_system(self._tokenizer)
+            if self._folds:
+                log.info("%s: the chat template drops system messages; folding them", self.model)
+        return self._folds
+
+    def token_table(self) -> Any:
+        """The vocabulary's token texts for shaped decoding, built on first use."""
+        from synthdeid.llm.shape_decoding import TokenTable
+
+        self.load()
+        if self._token_table is None:
+            vocab = self._lm.get_output_embeddings().weight.shape[0]
+            self._token_table = TokenTable(self._tokenizer, vocab)
+        return self._token_table
 
     # -- generation ----------------------------------------------------------
 
@@ -223,6 +267,15 @@ class TransformersBackend(CachedChatBackend):
                 "temperature": request.temperature,
                 "top_p": request.top_p,
             }
+        if any(item.request.shape is not None for item in batch):
+            from transformers import LogitsProcessorList
+
+            from synthdeid.llm.shape_decoding import ShapeLogitsProcessor
+
+            shaped = ShapeLogitsProcessor(
+                self.token_table(), [i.request.shape for i in batch], width, self._eos_ids()
+            )
+            sampling["logits_processor"] = LogitsProcessorList([shaped])
         with torch.inference_mode(), _seeded(_batch_seed(batch), self.device):
             output = self._lm.generate(
                 input_ids=ids.to(self.device),
@@ -261,6 +314,10 @@ def _load(ref: ModelRef, device: torch.device, dtype: torch.dtype) -> tuple[Any,
             f"loading the GGUF model {ref.name!r} needs the gguf package (pip install gguf==0.19.0)"
         )
     location, options = ref.from_pretrained_args()
+    if ref.gguf_file is not None:
+        converted = converted_gguf(ref)
+        if converted is not None:
+            location, options = str(converted), {}
     log.info("loading %s (%s) on %s (%s)", ref.name, ref.kind, device, dtype)
     try:
         tokenizer = AutoTokenizer.from_pretrained(location, **options)
@@ -275,6 +332,59 @@ def _load(ref: ModelRef, device: torch.device, dtype: torch.dtype) -> tuple[Any,
     return tokenizer, lm.to(device).eval()
 
 
+def model_cache_root() -> Path:
+    """Where GGUF models converted for transformers are kept (``$SYNTHDEID_MODEL_CACHE``)."""
+    configured = os.environ.get("SYNTHDEID_MODEL_CACHE")
+    return Path(configured) if configured else Path.home() / ".cache" / "synthdeid" / "models"
+
+
+def converted_gguf(ref: ModelRef) -> Path | None:
+    """A plain transformers folder holding ``ref``'s GGUF model, converted once and kept.
+
+    transformers dequantizes a GGUF file and converts its tokenizer on every
+    load (about 50 s for SmolLM2 on 2 cores); the folder loads in seconds. It
+    is keyed by the GGUF file's fingerprint, written beside its final place and
+    renamed into it (a concurrent conversion of the same file costs time, not
+    correctness). None when the cache cannot be written: the GGUF file is then
+    loaded directly.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    assert ref.gguf_file is not None and ref.fingerprint is not None
+    digest = ref.fingerprint.removeprefix("sha256:")[:16]
+    target = model_cache_root() / f"{Path(ref.gguf_file).stem}-{digest}"
+    if (target / COMPLETE_MARKER).is_file():
+        return target
+    location, options = ref.from_pretrained_args()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    except OSError as error:
+        log.warning("model cache %s not writable (%s); loading the GGUF file", target, error)
+        return None
+    try:
+        log.info("converting %s to a transformers folder in %s (once)", ref.name, target)
+        tokenizer = AutoTokenizer.from_pretrained(location, **options)
+        lm = AutoModelForCausalLM.from_pretrained(location, dtype=torch.float32, **options)
+        lm.hf_quantizer = None  # the weights are dequantized: save them as plain tensors
+        if hasattr(lm.config, "quantization_config"):
+            del lm.config.quantization_config
+        lm.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        (staging / COMPLETE_MARKER).write_text(f"{ref.fingerprint}\n", encoding="utf-8")
+        try:
+            staging.rename(target)
+        except OSError:  # another process finished first
+            if not (target / COMPLETE_MARKER).is_file():
+                raise
+    except OSError as error:
+        log.warning("could not keep the converted model (%s); loading the GGUF file", error)
+        return None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
 def _load_advice(ref: ModelRef, error: Exception) -> str:
     if ref.kind == "hub" and os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes"):
         return (
@@ -284,6 +394,19 @@ def _load_advice(ref: ModelRef, error: Exception) -> str:
     if ref.kind == "hub":
         return f"{error} (an offline run needs a local model or one in the Hugging Face cache)"
     return str(error)
+
+
+def _template_drops_system(tokenizer: Any) -> bool:
+    """Whether the tokenizer's chat template leaves a system message out (or refuses it)."""
+    if not getattr(tokenizer, "chat_template", None):
+        return False
+    probe = "synthdeid-system-probe-7f3a"
+    messages = [{"role": "system", "content": probe}, {"role": "user", "content": "hello"}]
+    try:
+        rendered = tokenizer.apply_chat_template(messages, tokenize=False)
+    except Exception:  # a template that raises on a system role drops it
+        return True
+    return probe not in rendered
 
 
 def _resolve_device(device: str) -> torch.device:

@@ -10,6 +10,10 @@ instruction), which placeholders the answer may use and what it must contain:
 * ``expect: none``: no placeholder at all (a no-PII note);
 * ``expect: any``: either (the seed itself, backend ``none``; not for files).
 
+``$required`` renders the placeholders an answer written by construction must
+carry, in order (:meth:`Variant.required_placeholders`); a request's
+decoding constraint (``generation.constrain``) is one of :data:`CONSTRAINTS`.
+
 The file's name, version and content hash travel into every pool's provenance.
 """
 
@@ -26,11 +30,14 @@ import yaml
 
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.llm.base import ChatMessage, ChatRequest
-from synthdeid.synthesis.placeholders import PlaceholderAllowlist
+from synthdeid.llm.constraints import NoteShape
+from synthdeid.synthesis.placeholders import PlaceholderAllowlist, iter_placeholders
 
 EXPECTATIONS = ("placeholders", "repetition", "none")
 SEED_VARIANT = "seed"
-SUBSTITUTIONS = ("note", "words", "placeholders", "instruction")
+SUBSTITUTIONS = ("note", "words", "placeholders", "instruction", "required")
+# decoding constraints a template request may carry (see synthdeid.llm.constraints)
+CONSTRAINTS = ("free", "json", "placeholders")
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,24 @@ class Variant:
     def pii(self) -> bool:
         """Whether answers must carry identifiers (``any``: the seed decides)."""
         return self.expect != "none"
+
+    def required_placeholders(self, masked_note: str) -> tuple[str, ...]:
+        """The placeholders an answer written by construction carries, in order.
+
+        The seed's placeholders that this variant allows, repeats kept; when
+        there are none but the variant expects some, one of its first name
+        (``[[DATE_1]]``); for ``repetition`` without a repeat, the first again
+        at the end; nothing for ``expect: none``.
+        """
+        if self.expect == "none" or not self.placeholders:
+            return ()
+        allowed = set(self.placeholders)
+        found = [m.token for m in iter_placeholders(masked_note) if m.name in allowed]
+        if not found:
+            found = [f"[[{self.placeholders[0]}_1]]"]
+        if self.expect == "repetition" and len(set(found)) == len(found):
+            found.append(found[0])
+        return tuple(found)
 
 
 def seed_variant(allowlist: PlaceholderAllowlist) -> Variant:
@@ -91,6 +116,7 @@ class PromptSpec:
             "words": str(len(masked_note.split())),
             "placeholders": ", ".join(f"[[{name}_n]]" for name in variant.placeholders) or "none",
             "instruction": variant.instruction,
+            "required": " ".join(variant.required_placeholders(masked_note)) or "none",
         }
         return (
             ChatMessage("system", self.system.strip()),
@@ -100,14 +126,51 @@ class PromptSpec:
     def request(
         self, variant: Variant, masked_note: str, *, generation: Mapping[str, Any], seed: int
     ) -> ChatRequest:
+        """The request for one rewrite; ``generation["constrain"]`` (default ``json``)
+        picks the decoding constraint, one of :data:`CONSTRAINTS`."""
+        constrain = generation.get("constrain", "json")
+        if constrain not in CONSTRAINTS:
+            raise ConfigError(
+                f"generation.constrain must be one of {list(CONSTRAINTS)}, not {constrain!r}"
+            )
+        shape = None
+        if constrain == "json":
+            shape = NoteShape("note")
+        elif constrain == "placeholders":
+            shape = placeholder_shape(variant, masked_note)
         return ChatRequest(
             messages=self.render(variant, masked_note),
             temperature=float(generation.get("temperature", 0.7)),
             top_p=float(generation.get("top_p", 0.95)),
             max_tokens=int(generation.get("max_tokens", 1024)),
             seed=seed,
-            json_mode=True,
+            json_mode=constrain != "free",
+            shape=shape,
         )
+
+
+def placeholder_shape(
+    variant: Variant, masked_note: str, *, ratio: float = 1.5, slack: int = 40
+) -> NoteShape:
+    """The placeholder-constrained answer shape for a rewrite of ``masked_note``.
+
+    The note carries :meth:`Variant.required_placeholders` in order; each free
+    segment holds at most ``ratio`` times the seed's text it stands for, plus
+    ``slack`` characters: the seed's own segment when the placeholders are the
+    seed's, else an even share of the seed. The bound keeps a note within the
+    validator's length ratio and makes a rambling model move on.
+    """
+    required = variant.required_placeholders(masked_note)
+    text = masked_note.strip()
+    found = list(iter_placeholders(text))
+    if tuple(m.token for m in found) == required:
+        ends = [0, *(e for m in found for e in (m.start, m.end)), len(text)]
+        lengths = [ends[i + 1] - ends[i] for i in range(0, len(ends), 2)]
+    else:
+        free = len(text) - sum(m.end - m.start for m in found)
+        lengths = [free // (len(required) + 1)] * (len(required) + 1)
+    limits = tuple(int(ratio * n) + slack for n in lengths)
+    return NoteShape("note", required, max_chars=limits)
 
 
 def _variant(name: str, entry: Any, allowlist: PlaceholderAllowlist, source: str) -> Variant:

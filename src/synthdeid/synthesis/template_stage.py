@@ -3,13 +3,16 @@
 Reads the mask step's masked notes and removed values, builds one request per
 seed x variant x copy from the prompt file, sends it through the guarded
 backend and validates every answer. Writes the templates table (every
-attempt, with its status and reason) and a summary with the acceptance rate,
-the guard's refusals and token counts.
+attempt, with its status and reason), a summary with the acceptance rate,
+the guard's refusals and token counts, and, local-only, every request that
+went to the backend (the audit trail of what left the step: masked text, but
+text of real notes, so it stays on the machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 from collections.abc import Mapping
@@ -22,6 +25,7 @@ from synthdeid.errors import ConfigError, InputError
 from synthdeid.identifiers import IdentifierScanner
 from synthdeid.llm.factory import build_backend
 from synthdeid.llm.guard import GuardedBackend, RequestGuard, load_phi_surfaces
+from synthdeid.local_only import LOCAL_ONLY_METADATA, local_path
 from synthdeid.notes import Note, read_notes
 from synthdeid.synthesis.placeholders import iter_placeholders, load_allowlist
 from synthdeid.synthesis.prompts import load_prompt
@@ -32,12 +36,13 @@ from synthdeid.synthesis.templates import (
     lowercase_vocabulary,
     plan_jobs,
     records_to_table,
+    sent_requests_table,
 )
 from synthdeid.synthesis.validator import TemplateValidator, ValidatorSettings
 
 log = logging.getLogger(__name__)
 
-SETTING_KEYS = {"backend", "variants", "generation", "seed", "validator", "guard"}
+SETTING_KEYS = {"backend", "variants", "generation", "seed", "validator", "guard", "seed_sample"}
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,6 +65,12 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", required=True, type=output_file, help="templates.parquet to write")
     parser.add_argument("--summary", required=True, type=output_file, help="summary.json to write")
+    parser.add_argument(
+        "--sent-requests",
+        type=output_file,
+        default=None,
+        help="local-only Parquet of every request sent (default: local/ beside --out)",
+    )
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -88,6 +99,19 @@ def check_seed_placeholders(path: Path, seeds: list[Note], allowlist_names: set[
                 )
 
 
+def sample_seeds(seeds: list[Note], size: int, seed: int) -> list[Note]:
+    """A random subset of ``size`` seeds, the same for the same note ids and ``seed``
+    whatever their order, kept in their original order (all when ``size`` >= their number)."""
+    if size < 1:
+        raise ConfigError(f"template seed_sample.size must be >= 1, not {size}")
+
+    def rank(note: Note) -> str:
+        return hashlib.sha256(f"{seed}:{note.note_id}".encode()).hexdigest()
+
+    chosen = {note.note_id for note in sorted(seeds, key=rank)[:size]}
+    return [note for note in seeds if note.note_id in chosen]
+
+
 def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]]:
     settings = args.settings
     check_settings(settings)
@@ -97,6 +121,9 @@ def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]
     if not seeds:
         raise InputError(args.masked, None, "no masked seed notes")
     check_seed_placeholders(args.masked, seeds, set(allowlist.names))
+    sample = settings.get("seed_sample") or {}
+    if sample.get("size") is not None:
+        seeds = sample_seeds(seeds, int(sample["size"]), int(sample.get("seed", 0)))
     scanner = IdentifierScanner(common_words=lowercase_vocabulary(n.text for n in seeds))
     validator_settings = settings.get("validator", {})
     validator = TemplateValidator(
@@ -110,6 +137,8 @@ def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]
     )
     backend = build_backend(settings.get("backend", {"kind": "none"}), cache_dir=args.cache_dir)
     extra: dict[str, Any] = {"seeds": len(seeds), "backend": settings.get("backend", {})}
+    if sample.get("size") is not None:
+        extra["seed_sample"] = {"size": int(sample["size"]), "seed": int(sample.get("seed", 0))}
     if backend is None:
         report = identity_templates(seeds, validator)
         extra["backend_description"] = {"backend": "none"}
@@ -153,6 +182,11 @@ def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]
 def run(args: argparse.Namespace) -> None:
     report, provenance = generate(args)
     write_parquet_atomic(records_to_table(report.records), args.out, provenance)
+    sent = sent_requests_table(report.records)
+    sent = sent.replace_schema_metadata({**(sent.schema.metadata or {}), **LOCAL_ONLY_METADATA})
+    write_parquet_atomic(
+        sent, args.sent_requests or local_path(args.out, ".sent_requests.parquet"), provenance
+    )
     summary = report.summary()
     write_json_atomic({"summary": summary, "provenance": provenance}, args.summary)
     log.info(

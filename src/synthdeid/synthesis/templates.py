@@ -4,7 +4,8 @@ Each masked seed note is rewritten once per requested copy of every prompt
 variant. Requests carry masked text only and pass the request guard (no seed
 PHI surface, nothing identifier-like) before they are sent; a refused request
 is counted and never reaches the backend. Answers go through the
-:class:`~synthdeid.synthesis.validator.TemplateValidator`; every attempt,
+:class:`~synthdeid.synthesis.validator.TemplateValidator` (an answer that is
+not JSON because it ran into ``max_tokens`` is ``truncated``); every attempt,
 accepted or rejected with its reason, becomes one row of the templates table.
 
 Backend ``none`` sends nothing: every masked seed is its own template (the
@@ -15,6 +16,7 @@ Backend ``none`` sends nothing: every masked seed is its own template (the
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import re
 from collections import Counter
@@ -24,7 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from synthdeid.llm.base import ChatBackend, ChatFailure, ChatResponse
+from synthdeid.llm.base import ChatBackend, ChatFailure, ChatRequest, ChatResponse
 from synthdeid.notes import Note
 from synthdeid.synthesis.prompts import PromptSpec, Variant, seed_variant
 from synthdeid.synthesis.validator import TemplateValidator, Verdict, reject
@@ -72,12 +74,15 @@ class TemplateJob:
 
 @dataclass(frozen=True)
 class TemplateRecord:
+    """One attempt; ``request`` is what went to the backend (None: nothing did)."""
+
     job: TemplateJob
     verdict: Verdict
     request_sha256: str | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
     cached: bool = False
+    request: ChatRequest | None = None
 
     @property
     def status(self) -> str:
@@ -196,16 +201,72 @@ def llm_templates(
                 if result.reason.startswith("refused by guard")
                 else BACKEND_FAILURE
             )
-            report.records.append(TemplateRecord(job, reject(reason, result.reason), sha))
+            sent = request if reason == BACKEND_FAILURE else None
+            report.records.append(
+                TemplateRecord(job, reject(reason, result.reason), sha, request=sent)
+            )
             continue
         assert isinstance(result, ChatResponse)
         verdict = validator.validate_answer(result.text, job.variant, job.seed.text)
+        if verdict.reason == "invalid_json" and _hit_token_limit(result, request):
+            verdict = reject(
+                "truncated", f"the answer stopped at max_tokens ({request.max_tokens})"
+            )
         report.records.append(
             TemplateRecord(
-                job, verdict, sha, result.input_tokens, result.output_tokens, result.cached
+                job,
+                verdict,
+                sha,
+                result.input_tokens,
+                result.output_tokens,
+                result.cached,
+                request,
             )
         )
     return report
+
+
+def _hit_token_limit(result: ChatResponse, request: ChatRequest) -> bool:
+    return result.output_tokens is not None and result.output_tokens >= request.max_tokens
+
+
+SENT_REQUESTS_SCHEMA = pa.schema(
+    [
+        pa.field("template_id", pa.string(), nullable=False),
+        pa.field("request_sha256", pa.string(), nullable=False),
+        pa.field(
+            "messages",
+            pa.list_(
+                pa.struct(
+                    [
+                        pa.field("role", pa.string(), nullable=False),
+                        pa.field("content", pa.string(), nullable=False),
+                    ]
+                )
+            ),
+            nullable=False,
+        ),
+        pa.field("shape", pa.string()),
+        pa.field("cached", pa.bool_(), nullable=False),
+    ]
+)
+
+
+def sent_requests_table(records: Sequence[TemplateRecord]) -> pa.Table:
+    """Every request that passed the guard and went to the backend (or was answered
+    from the cache): the audit trail of what left the step, masked text only."""
+    rows = [
+        {
+            "template_id": r.job.template_id,
+            "request_sha256": r.request_sha256,
+            "messages": [{"role": m.role, "content": m.content} for m in r.request.messages],
+            "shape": json.dumps(r.request.shape.canonical()) if r.request.shape else None,
+            "cached": r.cached,
+        }
+        for r in records
+        if r.request is not None and r.request_sha256 is not None
+    ]
+    return pa.Table.from_pylist(rows, schema=SENT_REQUESTS_SCHEMA)
 
 
 def records_to_table(records: Sequence[TemplateRecord]) -> pa.Table:

@@ -2,9 +2,11 @@
 
 A template is accepted only when, in this order:
 
-1. the answer parses as a JSON object with a string ``note`` (one surrounding
-   Markdown code fence is tolerated; nothing else) -> ``invalid_json`` /
-   ``missing_note``; an empty note -> ``empty``;
+1. the answer parses as a JSON object with a string ``note``, read by
+   :func:`synthdeid.llm.answers.parse_json_object` (a code fence and prose
+   around the object are tolerated, raw newlines inside strings accepted):
+   unreadable JSON -> ``invalid_json``; another JSON value, or no string
+   ``note`` -> ``missing_note``; an empty note -> ``empty``;
 2. the note does not echo the prompt: no word :data:`ECHO_NGRAM`-gram of the
    prompt's own text (system message, the user message's fixed text, the
    variants' instructions; given as ``instructions``) appears in it, unless
@@ -14,7 +16,9 @@ A template is accepted only when, in this order:
    ``[**Hospital 1**]`` (``pseudo_placeholder``); every other
    placeholder-looking token is a well-formed ``[[NAME_n]]``
    (``malformed_placeholder``), on the allowlist (``placeholder_not_allowlisted``)
-   and allowed by the request's variant (``placeholder_not_in_variant``);
+   and allowed by the request's variant (``placeholder_not_in_variant``),
+   and none stands inside a word, glued to letters or digits on both sides
+   (``placeholder_in_word``: filled, it would merge with the word);
 4. the variant's expectation holds: at least one placeholder
    (``missing_placeholder``), a repeated placeholder (``missing_repetition``) or
    none at all (``unexpected_placeholder``);
@@ -33,13 +37,13 @@ identifier (only its kind and position), so logs and summaries stay clean.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from synthdeid.identifiers import IdentifierScanner
+from synthdeid.llm.answers import INVALID_JSON, AnswerError, parse_json_object
 from synthdeid.synthesis.placeholders import (
     PLACEHOLDER_LIKE_RE,
     PlaceholderAllowlist,
@@ -49,7 +53,6 @@ from synthdeid.synthesis.prompts import Variant
 
 COPY_NGRAM = 8
 ECHO_NGRAM = 6
-_FENCE_RE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?```\s*$", re.DOTALL | re.IGNORECASE)
 _ECHO_WORD_RE = re.compile(r"\w+")
 
 # a single-bracketed token: [** ... **] (the MIMIC de-identification mark), or one
@@ -99,13 +102,13 @@ def reject(reason: str, detail: str = "") -> Verdict:
 
 def parse_answer(answer: str) -> Verdict:
     """The ``note`` string of a JSON answer, or ``invalid_json`` / ``missing_note`` / ``empty``."""
-    fenced = _FENCE_RE.match(answer)
-    body = fenced.group(1) if fenced else answer
     try:
-        data = json.loads(body)
-    except json.JSONDecodeError as exc:
-        return reject("invalid_json", f"line {exc.lineno} column {exc.colno}: {exc.msg}")
-    if not isinstance(data, dict) or not isinstance(data.get("note"), str):
+        data = parse_json_object(answer)
+    except AnswerError as exc:
+        if exc.reason == INVALID_JSON:
+            return reject("invalid_json", exc.detail)
+        data = {}  # another JSON value: no note in it
+    if not isinstance(data.get("note"), str):
         return reject("missing_note", 'expected a JSON object with a string "note"')
     if not data["note"].strip():
         return reject("empty", "the note is empty")
@@ -138,6 +141,11 @@ def _imitates_placeholder(body: str | None, type_words: frozenset[str]) -> bool:
         return True
     words = set(re.split(r"[\s_]+", body.upper().replace("'S", "")))
     return bool(_PSEUDO_WORDS_RE.fullmatch(body) and type_words & words)
+
+
+def _inside_word(text: str, start: int, end: int) -> bool:
+    """A placeholder with a letter or digit right before and right after it ("mis[[DOCTOR_1]]s")."""
+    return start > 0 and end < len(text) and text[start - 1].isalnum() and text[end].isalnum()
 
 
 def copied_share(template: str, seed: str, n: int = COPY_NGRAM) -> float:
@@ -195,6 +203,8 @@ class TemplateValidator:
                 return reject("malformed_placeholder", f"at offset {match.start()}")
         counts: Counter[str] = Counter()
         for found in iter_placeholders(template):
+            if _inside_word(template, found.start, found.end):
+                return reject("placeholder_in_word", f"at offset {found.start}")
             if found.name not in self.allowlist:
                 return reject("placeholder_not_allowlisted", f"[[{found.name}_n]]")
             if found.name not in variant.placeholders:

@@ -89,20 +89,21 @@ LLM judge
     :meth:`str.format`; a pair reads ``variable (label): value``, a bin as
     ``between low and high``). :func:`parse_judge_answer` reads the answer, a
     JSON object mapping each variable to ``{"correct": "yes"|"no",
-    "reference": "..."}``: one Markdown code fence, or prose around the object,
-    is tolerated, and keys are matched ignoring case and a ``(label)``
-    suffix; unparseable JSON is a :class:`JudgeFailure` ``invalid_json``
-    and a non-object ``not_an_object``. Per variable: absent from the answer ->
-    status ``not_judged``; ``correct`` other than yes/no (any case, or a JSON
-    boolean) -> ``invalid_verdict`` (both count as not correct); otherwise the
-    judge's verdict, with the reference located in the report (exactly, then
-    case-insensitively with any whitespace) as evidence, or evidence ``None``
-    and note ``reference_not_found`` when it is not there. No network here.
+    "reference": "..."}``, read by
+    :func:`synthdeid.llm.answers.parse_json_object` (a code fence, or prose
+    around the object, is tolerated); keys are matched ignoring case and a
+    ``(label)`` suffix; unparseable JSON is a :class:`JudgeFailure`
+    ``invalid_json`` and a non-object ``not_an_object``. Per variable:
+    absent from the answer -> status ``not_judged``; ``correct`` other than
+    yes/no (any case, or a JSON boolean) -> ``invalid_verdict`` (both count
+    as not correct); otherwise the judge's verdict, with the reference
+    located in the report (exactly, then case-insensitively with any
+    whitespace) as evidence, or evidence ``None`` and note
+    ``reference_not_found`` when it is not there. No network here.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -111,6 +112,7 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.errors import ConfigError
+from synthdeid.llm.answers import AnswerError, parse_json_object
 from synthdeid.prompt_file import FORMAT, PromptFile, load_prompt_file
 from synthdeid.tabular.spec import BINNED, MISSING, Bin, TableSpec, Variable, format_number
 
@@ -169,7 +171,6 @@ _MISSING_RE = re.compile(
     r"(?:assessed|determined|evaluated|measured))(?!\w)",
     re.IGNORECASE,
 )
-_FENCE_RE = re.compile(r"```(?:json)?[ \t]*\n?(.*?)\n?```", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -605,21 +606,6 @@ def judge_request_messages(
     return prompt.system.strip(), user.strip()
 
 
-def _answer_object(answer: str) -> Any | JudgeFailure:
-    fenced = _FENCE_RE.search(answer)
-    body = fenced.group(1) if fenced else answer
-    try:
-        return json.loads(body)
-    except json.JSONDecodeError as exc:
-        first, last = body.find("{"), body.rfind("}")
-        if 0 <= first < last:
-            try:
-                return json.loads(body[first : last + 1])
-            except json.JSONDecodeError:
-                pass
-        return JudgeFailure("invalid_json", f"line {exc.lineno} column {exc.colno}: {exc.msg}")
-
-
 def _yes_no(raw: Any) -> bool | None:
     if isinstance(raw, bool):
         return raw
@@ -653,11 +639,10 @@ def parse_judge_answer(
 ) -> list[VariableVerdict] | JudgeFailure:
     """The judge's verdict per spec variable, in spec order (see the module docstring)."""
     pairs = _row_values(row, spec)
-    data = _answer_object(answer)
-    if isinstance(data, JudgeFailure):
-        return data
-    if not isinstance(data, dict):
-        return JudgeFailure("not_an_object", f"expected a JSON object, got {type(data).__name__}")
+    try:
+        data = parse_json_object(answer)
+    except AnswerError as exc:  # invalid_json | not_an_object
+        return JudgeFailure(exc.reason, exc.detail)
     folded = {_answer_key(key): entry for key, entry in data.items()}
     verdicts = []
     for variable, value in pairs:

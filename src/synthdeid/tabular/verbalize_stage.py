@@ -26,8 +26,10 @@ import pyarrow as pa
 
 from synthdeid.artifacts import make_provenance, write_parquet_atomic
 from synthdeid.cli_types import input_dir, input_file, output_file
+from synthdeid.errors import ConfigError
 from synthdeid.identifiers import IdentifierScanner
 from synthdeid.llm.base import ChatFailure, ChatRequest, ChatResponse
+from synthdeid.llm.constraints import NoteShape
 from synthdeid.llm.factory import build_backend
 from synthdeid.mentions import SurfaceIndex
 from synthdeid.settings import settings_from_mapping
@@ -41,6 +43,7 @@ from synthdeid.tabular.spec import TableSpec, load_spec
 from synthdeid.tabular.tables import read_table
 from synthdeid.tabular.verbalize import (
     GRAMMAR,
+    REPORT_PLACEHOLDERS,
     REPORT_VARIANT,
     ReportPrompt,
     grammar_reports,
@@ -107,12 +110,30 @@ def llm_verdicts(
     settings: VerbalizeSettings,
     progress: bool,
 ) -> list[tuple[Verdict, ChatResponse | None]]:
-    """One request per row through ``backend``; each answer judged by the validator."""
+    """One request per row through ``backend``; each answer judged by the validator.
+
+    ``generation["constrain"]``: ``json`` (default) asks for the JSON note,
+    enforced where the backend can; ``placeholders`` also forces the four
+    report placeholders into the note, in order; ``free`` asks for nothing.
+    """
+    generation = dict(settings.generation)
+    constrain = generation.pop("constrain", "json")
+    shapes = {
+        "free": None,
+        "json": NoteShape("note"),
+        "placeholders": NoteShape("note", tuple(f"[[{n}_1]]" for n in REPORT_PLACEHOLDERS)),
+    }
+    if constrain not in shapes:
+        raise ConfigError(
+            f"verbalize generation.constrain must be one of {list(shapes)}, not {constrain!r}"
+        )
     requests = [
         ChatRequest(
             messages=prompt.messages(row, spec),
             seed=settings.seed + i,
-            **settings.generation,
+            json_mode=constrain != "free",
+            shape=shapes[constrain],
+            **generation,
         )
         for i, (_, row) in enumerate(rows)
     ]

@@ -8,15 +8,12 @@ usable entities (:class:`Extracted`, label already mapped to a canonical
 label) with counters named as in :data:`~synthdeid.teacher.silver.COUNT_FIELDS`.
 
 Parsing the answer
-    Surrounding whitespace is stripped and one Markdown code fence
-    (```` ```json ... ``` ````, the language tag optional) is unwrapped. The
-    text is read with :func:`json.loads`; failing that, the substring from
-    the first ``{`` to the last ``}`` is tried (prose around the object),
-    first of the unfenced text, then of the whole answer.
-    When both fail, or the top level is not a JSON object, an
-    :class:`ExtractionError` (``kind`` ``invalid_json``) is raised; its
-    message never quotes the answer, which may hold note text. An empty
-    object ``{}`` means the note holds no PHI.
+    :func:`synthdeid.llm.answers.parse_json_object` reads the answer (a code
+    fence, an inner fence or prose around the object are tolerated, raw
+    newlines inside strings accepted). When it fails, or the top level is not
+    a JSON object, an :class:`ExtractionError` (``kind`` ``invalid_json``) is
+    raised; its message never quotes the answer, which may hold note text.
+    An empty object ``{}`` means the note holds no PHI.
 
 Per type (key stripped and upper-cased)
     * the value must be a list of items; a single object counts as a
@@ -45,15 +42,14 @@ own and becomes ``OTHER``.
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from synthdeid.errors import ConfigError
 from synthdeid.labels import CANONICAL_LABELS
+from synthdeid.llm.answers import AnswerError, parse_json_object
 from synthdeid.teacher.silver import COUNT_FIELDS
 
 INVALID_JSON = "invalid_json"
@@ -72,11 +68,6 @@ DEFAULT_TYPES: dict[str, str | None] = {
     "WEB": "OTHER",
     "OTHER": "OTHER",
 }
-
-# the whole (stripped) answer as one fence: ```json\n...\n```, the tag optional
-_WHOLE_FENCE_RE = re.compile(r"\A```[A-Za-z0-9_-]*[ \t]*\n?(.*?)\n?[ \t]*```\Z", re.DOTALL)
-# a fence somewhere inside prose
-_INNER_FENCE_RE = re.compile(r"```(?:json)?[ \t]*\n?(.*?)\n?```", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -119,43 +110,12 @@ def check_types(types: Mapping[str, str | None]) -> dict[str, str | None]:
     return checked
 
 
-def _unfenced(answer: str) -> str:
-    body = answer.strip()
-    whole = _WHOLE_FENCE_RE.match(body)
-    if whole:
-        return whole.group(1).strip()
-    inner = _INNER_FENCE_RE.search(body)
-    if inner:
-        return inner.group(1).strip()
-    return body
-
-
-def _candidates(answer: str) -> list[str]:
-    """Texts to try as JSON, in order: unfenced answer, then its and the answer's {...}."""
-    body = _unfenced(answer)
-    found = [body]
-    for text in (body, answer):
-        first, last = text.find("{"), text.rfind("}")
-        if 0 <= first < last and text[first : last + 1] not in found:
-            found.append(text[first : last + 1])
-    return found
-
-
 def _answer_object(answer: str) -> dict[str, Any]:
-    first_error: json.JSONDecodeError | None = None
-    for candidate in _candidates(answer):
-        try:
-            value = json.loads(candidate)
-        except json.JSONDecodeError as exc:
-            first_error = first_error or exc
-            continue
-        if not isinstance(value, dict):
-            raise ExtractionError(f"the answer is a JSON {type(value).__name__}, not an object")
-        return value
-    assert first_error is not None
-    raise ExtractionError(
-        f"line {first_error.lineno} column {first_error.colno}: {first_error.msg}"
-    )
+    """The answer's JSON object; any failure is an ``invalid_json`` :class:`ExtractionError`."""
+    try:
+        return parse_json_object(answer)
+    except AnswerError as exc:
+        raise ExtractionError(exc.detail) from exc
 
 
 def _confidence(raw: Any) -> tuple[bool, float | None]:

@@ -1,0 +1,308 @@
+"""The local llama.cpp server (synthdeid.llm.server and ``synthdeid serve-llm``).
+
+Refusals, stale records and stopping run everywhere: stopping is tried on
+real stand-in processes whose command line names ``llama_cpp.server``. The
+tests that start the real server need ``llama-cpp-python[server]``
+(``scripts/setup-llm-server.sh``) and are skipped without it; those that load
+the bundled SmolLM2 are ``slow`` (about 10 s each to start).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import requests
+
+from synthdeid.cli import main
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.llm import ChatRequest, ChatResponse
+from synthdeid.llm.openai_http import OpenAICompatibleBackend
+from synthdeid.llm.server import (
+    LOG_FILE,
+    SERVER_MODULE,
+    STATE_FILE,
+    ServerError,
+    check_loopback,
+    is_server_process,
+    require_server_packages,
+    running_server,
+    server_status,
+    start_server,
+    stop_server,
+)
+
+
+def _server_installed() -> bool:
+    try:
+        require_server_packages()
+    except ConfigError:
+        return False
+    return True
+
+
+needs_server = pytest.mark.skipif(
+    not _server_installed(),
+    reason="llama-cpp-python[server] is not installed: run scripts/setup-llm-server.sh",
+)
+
+
+def fake_gguf(path: Path) -> Path:
+    """A file that resolve_model takes for a GGUF model (magic bytes) but llama.cpp cannot load."""
+    path.write_bytes(b"GGUF" + bytes(60))
+    return path
+
+
+@contextmanager
+def stand_in_server(
+    *, ignore_term: bool = False, grandchild: bool = False
+) -> Iterator[tuple[subprocess.Popen[str], int]]:
+    """A real process in its own group whose command line names llama_cpp.server, as the server's.
+
+    Yields it once its signal handling is set up, with its grandchild's pid
+    (0 without one); both are killed afterwards if a test left them running.
+    """
+    code = [
+        "import signal, subprocess, sys, time",
+        "if sys.argv[1] == 'ignore': signal.signal(signal.SIGTERM, signal.SIG_IGN)",
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])"
+        " if sys.argv[2] == 'grandchild' else None",
+        "print(child.pid if child else 0, flush=True)",
+        "time.sleep(120)",
+    ]
+    argv = [
+        sys.executable,
+        "-c",
+        "\n".join(code),
+        "ignore" if ignore_term else "default",
+        "grandchild" if grandchild else "alone",
+        SERVER_MODULE,
+    ]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert process.stdout is not None
+    grandchild_pid = 0
+    try:
+        grandchild_pid = int(process.stdout.readline())
+        yield process, grandchild_pid
+    finally:
+        process.kill()
+        process.wait()
+        process.stdout.close()
+        if grandchild_pid and running(grandchild_pid):
+            os.kill(grandchild_pid, signal.SIGKILL)
+
+
+def record(state_dir: Path, pid: int) -> Path:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / STATE_FILE
+    path.write_text(json.dumps({"pid": pid, "url": "http://127.0.0.1:9/v1", "model": "m"}))
+    return path
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's zombie may wait for a PID 1 that never reaps)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+# --- refusals before anything starts
+
+
+@pytest.mark.parametrize(
+    "host", ["0.0.0.0", "::", "192.168.1.5", "10.0.0.1", "example.org", "127.1"]
+)
+def test_a_host_that_is_not_loopback_is_refused(tmp_path: Path, host: str) -> None:
+    state_dir = tmp_path / "state"
+    with pytest.raises(ConfigError, match="loopback only"):
+        start_server(fake_gguf(tmp_path / "m.gguf"), state_dir=state_dir, host=host)
+    assert not state_dir.exists()
+
+
+def test_loopback_hosts_are_accepted_and_localhost_is_pinned_to_ipv4() -> None:
+    assert check_loopback("127.0.0.1") == "127.0.0.1"
+    assert check_loopback("127.8.9.10") == "127.8.9.10"
+    assert check_loopback("::1") == "::1"
+    assert check_loopback("localhost") == "127.0.0.1"
+
+
+def test_a_model_without_a_gguf_file_is_refused(tmp_path: Path) -> None:
+    model_dir = tmp_path / "hf-model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    for model in (str(model_dir), "some-org/some-model"):
+        with pytest.raises(ConfigError, match="needs a GGUF file"):
+            start_server(model, state_dir=tmp_path / "state")
+    assert not (tmp_path / "state").exists()
+
+
+def test_missing_server_packages_name_the_setup_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # as if not installed
+    with pytest.raises(ConfigError, match=r"llama_cpp.*run `scripts/setup-llm-server\.sh`"):
+        start_server(fake_gguf(tmp_path / "m.gguf"), state_dir=tmp_path / "state")
+    assert not (tmp_path / "state").exists()
+
+
+def test_cli_start_on_a_public_address_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["serve-llm", "start", "--model", str(fake_gguf(tmp_path / "m.gguf"))]
+    assert main([*argv, "--host", "0.0.0.0", "--state-dir", str(tmp_path / "s")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "loopback only" in captured.err
+
+
+# --- records and stopping
+
+
+def test_stop_and_status_without_a_record(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert stop_server(tmp_path) is False
+    assert server_status(tmp_path) is None
+    assert main(["serve-llm", "status", "--state-dir", str(tmp_path)]) == 0
+    assert main(["serve-llm", "stop", "--state-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_a_stale_record_is_removed_and_its_pid_left_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    for pid in (gone.pid, os.getpid()):  # gone, and alive but not a server (this test)
+        path = record(tmp_path, pid)
+        with caplog.at_level(logging.INFO, logger="synthdeid.llm.server"):
+            assert stop_server(tmp_path) is False
+        assert not path.exists()
+        assert f"pid {pid} no longer runs llama_cpp.server" in caplog.text
+        caplog.clear()
+    assert running(os.getpid())
+
+
+def test_a_record_that_is_not_json_is_an_input_error_naming_it(tmp_path: Path) -> None:
+    (tmp_path / STATE_FILE).write_text("{not json")
+    with pytest.raises(InputError, match=rf"{STATE_FILE}: not a readable server record"):
+        server_status(tmp_path)
+    (tmp_path / STATE_FILE).write_text(json.dumps({"pid": "12", "url": 3}))
+    with pytest.raises(InputError, match="needs pid, url and model"):
+        stop_server(tmp_path)
+
+
+def test_stop_terminates_the_whole_process_group(tmp_path: Path) -> None:
+    with stand_in_server(grandchild=True) as (server, grandchild):
+        path = record(tmp_path, server.pid)
+        assert server_status(tmp_path) is not None and is_server_process(server.pid)
+        assert stop_server(tmp_path) is True
+        assert server.wait(timeout=5) == -signal.SIGTERM
+        assert not path.exists()
+        deadline = time.monotonic() + 5
+        while running(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not running(grandchild)
+
+
+def test_stop_kills_a_server_that_ignores_sigterm(tmp_path: Path) -> None:
+    with stand_in_server(ignore_term=True) as (server, _):
+        path = record(tmp_path, server.pid)
+        started = time.monotonic()
+        assert stop_server(tmp_path, grace_s=0.5) is True
+        assert server.wait(timeout=5) == -signal.SIGKILL
+        assert time.monotonic() - started >= 0.5
+        assert not path.exists()
+
+
+# --- the real server
+
+
+@needs_server
+def test_a_server_that_cannot_load_its_model_is_an_error_naming_the_log(tmp_path: Path) -> None:
+    with pytest.raises(
+        ServerError, match=r"exited with status \d+ before it was ready; see .*server\.log"
+    ):
+        start_server(fake_gguf(tmp_path / "broken.gguf"), state_dir=tmp_path, timeout_s=120)
+    assert not (tmp_path / STATE_FILE).exists()
+    assert (tmp_path / LOG_FILE).stat().st_size > 0
+
+
+@pytest.mark.slow
+@needs_server
+def test_real_server_answers_chat_and_grammar_then_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # llama.cpp's server reads HOST and PORT from the environment; the child must not inherit them
+    monkeypatch.setenv("HOST", "0.0.0.0")
+    monkeypatch.setenv("PORT", "1")
+    with running_server("bundled:smollm2", state_dir=tmp_path, timeout_s=120) as handle:
+        assert handle.base_url.startswith("http://127.0.0.1:") and handle.base_url.endswith("/v1")
+        assert handle.model == "bundled:smollm2"
+        state = json.loads((tmp_path / STATE_FILE).read_text())
+        assert state["pid"] == handle.pid and state["url"] == handle.base_url
+        assert server_status(tmp_path) == handle
+
+        backend = OpenAICompatibleBackend(handle.base_url, handle.model, max_retries=0)
+        request = ChatRequest.of(
+            None, "Name one colour.", max_tokens=8, temperature=0.0, json_mode=False
+        )
+        [answer] = backend.complete_many([request])
+        backend.close()
+        assert isinstance(answer, ChatResponse), answer
+        assert answer.text.strip() and 0 < (answer.output_tokens or 0) <= 8
+
+        with requests.Session() as http:
+            http.trust_env = False
+            body = {
+                "model": handle.model,
+                "messages": [{"role": "user", "content": "Is the sky green? Answer yes or no."}],
+                "grammar": 'root ::= "yes" | "no"',
+                "max_tokens": 4,
+                "temperature": 0.0,
+            }
+            reply = http.post(f"{handle.base_url}/chat/completions", json=body, timeout=120)
+        assert reply.status_code == 200
+        assert reply.json()["choices"][0]["message"]["content"] in ("yes", "no")
+    assert not running(handle.pid)
+    assert not (tmp_path / STATE_FILE).exists()
+    assert server_status(tmp_path) is None
+
+
+@pytest.mark.slow
+@needs_server
+def test_cli_start_prints_only_the_url_and_stop_ends_the_server(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "synthdeid", "serve-llm"]
+    state = ["--state-dir", str(tmp_path / "llm")]
+    start = subprocess.run(
+        [*command, "start", *state, "--timeout", "300"], capture_output=True, text=True, timeout=360
+    )
+    try:
+        assert start.returncode == 0, start.stderr
+        url = start.stdout.strip()
+        assert start.stdout == url + "\n" and url.startswith("http://127.0.0.1:")
+        pid = json.loads((tmp_path / "llm" / STATE_FILE).read_text())["pid"]
+        # the start command has exited; the server keeps running on its own
+        with requests.Session() as http:
+            http.trust_env = False
+            models = http.get(f"{url}/models", timeout=10).json()
+        assert [m["id"] for m in models["data"]] == ["bundled:smollm2"]
+        again = subprocess.run([*command, "start", *state], capture_output=True, text=True)
+        assert again.returncode == 2 and "already runs there" in again.stderr
+        status = subprocess.run([*command, "status", *state], capture_output=True, text=True)
+        assert status.returncode == 0 and status.stdout == url + "\n"
+    finally:
+        stop = subprocess.run([*command, "stop", *state], capture_output=True, text=True)
+    assert stop.returncode == 0 and stop.stdout == ""
+    assert not running(pid)
+    assert not (tmp_path / "llm" / STATE_FILE).exists()
