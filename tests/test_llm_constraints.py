@@ -227,3 +227,23 @@ def test_segments_are_bounded_and_escapes_count_once() -> None:
     assert not bounded.matches('{"note": "abc[[DATE_1]]def"}')
     with pytest.raises(ValueError, match="one per free segment"):
         NoteShape("note", ("[[DATE_1]]",), max_chars=(3,))
+
+
+def test_bounded_segments_close_instead_of_overflowing(tiny_lm: Path) -> None:
+    """Near a segment's bound only tokens that still fit (or end it) are allowed, so an
+    answer under a tight bound is complete, never cut off inside its string."""
+    from synthdeid.llm.transformers_local import TransformersBackend
+
+    backend = TransformersBackend(str(tiny_lm), batch_size=4)
+    shapes = [
+        NoteShape("note", ("[[DATE_1]]",), max_chars=(7, 5)),
+        NoteShape("note", (), max_chars=(12,)),
+    ]
+    requests = [
+        ChatRequest.of(None, "Write.", max_tokens=200, seed=s, temperature=1.0, shape=shape)
+        for s in range(4)
+        for shape in shapes
+    ]
+    for request, result in zip(requests, backend.complete_many(requests), strict=True):
+        assert isinstance(result, ChatResponse)
+        assert request.shape is not None and ShapeMatcher(request.shape).matches(result.text)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,7 @@ def overlay(base: Path, corpus: Path) -> dict[str, Any]:
     config["corpus"] = {"name": "mini", "format": "jsonl", "path": str(corpus)}
     config["corpus"]["source"] = "demo-synthetic"
     config["mask"] = {"parts": ["seed", "train", "holdout"]}
+    config["surrogate"] = {"key_file": None}  # a corpus of its own: never the public demo key
     template = config["synth"]["template"]
     template["seed_sample"] = {"size": None}
     template["generation"]["max_tokens"] = 384
@@ -188,6 +190,11 @@ def run_and_check(repo: Path, workdir: Path, base: Path) -> dict[str, Any]:
         "teacher": teacher,
         "faithfulness": faithfulness,
     }
+
+
+@pytest.fixture(autouse=True)
+def _secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SYNTHDEID_SECRET", secrets.token_hex(32))
 
 
 def test_llm_local_end_to_end(repo: Path, tmp_path: Path) -> None:

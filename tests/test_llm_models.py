@@ -235,9 +235,10 @@ def test_a_gguf_model_is_converted_once_and_then_read_as_a_folder(
     monkeypatch.setenv("SYNTHDEID_MODEL_CACHE", str(tmp_path / "models"))
     request = ChatRequest.of(None, "Seen.", max_tokens=6, temperature=0.0)
     first = TransformersBackend(str(tiny_gguf), device="cpu").complete_many([request])
-    [folder] = (tmp_path / "models").iterdir()
+    [folder] = [p for p in (tmp_path / "models").iterdir() if p.is_dir()]
     assert (folder / COMPLETE_MARKER).is_file() and (folder / "config.json").is_file()
-    assert not [p for p in folder.parent.iterdir() if p.name.startswith(".")]  # no staging left
+    leftovers = [p for p in folder.parent.iterdir() if p.is_dir() and p.name.startswith(".")]
+    assert not leftovers  # no staging folder left
     stamp = (folder / "config.json").stat().st_mtime_ns
     again = TransformersBackend(str(tiny_gguf), device="cpu").complete_many([request])
     assert again == first  # the same weights and tokenizer

@@ -384,6 +384,18 @@ def test_llm_reports_over_http_are_validated_filled_and_judged(work: Path, chat_
     assert judged["checker"] == "llm:scripted" and judged["judge_failures"] == {"invalid_json": 1}
     assert judged["statuses"]["not_judged"] == 12  # the unreadable answer: 12 variables
     assert judged["document_buckets"]["Perfect"] == pytest.approx(4 / 5)
+    # the judge said yes to every pair it judged, as the rules did: full agreement, and a
+    # kappa that is undefined (chance agreement 1), reported as such
+    assert judged["agreement_with_rules"] == {"pairs": 48, "observed": 1.0, "kappa": None}
+    assert "(Cohen's kappa n/a)" in (work / "http_judge" / "faithfulness.md").read_text()
+
+    # a model that wrote no acceptable report: the step says so, every accuracy n/a
+    none_accepted = pd.read_parquet(out / "reports.parquet").assign(status="rejected")
+    none_accepted.to_parquet(work / "none_accepted.parquet")
+    empty = faithfulness(work, work / "none_accepted.parquet", "empty")
+    assert empty["reports"] == 0 and empty["overall_accuracy"] is None
+    assert "n/a" in (work / "empty" / "faithfulness.md").read_text()
+    assert pd.read_parquet(work / "empty" / "pairs.parquet").empty
 
 
 def test_similarity_with_the_bundled_minilm_embeds_each_distinct_row_once() -> None:

@@ -358,3 +358,22 @@ def test_locate_reference():
     assert locate_reference('"the radius is 13"', report) == (10, 27)
     assert locate_reference("radius is 14", report) is None
     assert locate_reference("  ", report) is None
+
+
+def test_agreement_and_cohens_kappa():
+    from synthdeid.tabular.faithfulness import NOT_JUDGED, VariableVerdict, agreement
+
+    def verdicts(*flags):
+        return [VariableVerdict(f"v{i}", "x", f, "correct" if f else "wrong", None)
+                for i, f in enumerate(flags)]  # fmt: skip
+
+    judge = [verdicts(True, True, False, False)]
+    rules = [verdicts(True, False, False, True)]
+    found = agreement(judge, rules)
+    # observed 2/4; chance 0.5*0.5 + 0.5*0.5 = 0.5; kappa (0.5 - 0.5) / 0.5 = 0
+    assert (found.pairs, found.observed, found.kappa) == (4, 0.5, 0.0)
+    perfect = agreement([verdicts(True, False)], [verdicts(True, False)])
+    assert perfect.kappa == pytest.approx(1.0)
+    skipped = [[VariableVerdict("v0", "x", False, NOT_JUDGED, None)]]
+    assert agreement(skipped, [verdicts(True)]).pairs == 0
+    assert agreement(skipped, [verdicts(True)]).kappa is None

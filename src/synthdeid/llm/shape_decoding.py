@@ -61,6 +61,7 @@ class TokenTable:
             if piece and _REPLACEMENT not in piece:
                 self.texts[i] = piece
         self.longest = max(len(text) for text in self.texts)
+        self.lengths = torch.tensor([len(text) for text in self.texts])
         # tokens of plain free text, with and without brackets allowed
         self.plain = {
             brackets: torch.tensor(
@@ -173,6 +174,8 @@ class ShapeLogitsProcessor:
         else:
             assert isinstance(part, Free)
             mask = table.plain[part.brackets].clone()
+            if part.max_chars is not None:  # near the end of a bounded segment: what still fits
+                mask &= table.lengths <= part.max_chars - state.offset
             candidates = table.mixed[part.brackets]
         for token in candidates:
             new = matcher.advance(state, table.texts[token])

@@ -39,6 +39,7 @@ reuse the old model's answers.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -344,20 +345,33 @@ def converted_gguf(ref: ModelRef) -> Path | None:
     transformers dequantizes a GGUF file and converts its tokenizer on every
     load (about 50 s for SmolLM2 on 2 cores); the folder loads in seconds. It
     is keyed by the GGUF file's fingerprint, written beside its final place and
-    renamed into it (a concurrent conversion of the same file costs time, not
-    correctness). None when the cache cannot be written: the GGUF file is then
+    renamed into it; concurrent steps wait on a lock file for the first one's
+    conversion. None when the cache cannot be written: the GGUF file is then
     loaded directly.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     assert ref.gguf_file is not None and ref.fingerprint is not None
     digest = ref.fingerprint.removeprefix("sha256:")[:16]
     target = model_cache_root() / f"{Path(ref.gguf_file).stem}-{digest}"
     if (target / COMPLETE_MARKER).is_file():
         return target
-    location, options = ref.from_pretrained_args()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(target.parent / f".{target.name}.lock", "a")  # noqa: SIM115 - held below
+    except OSError as error:
+        log.warning("model cache %s not writable (%s); loading the GGUF file", target, error)
+        return None
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one conversion at a time; the others wait for it
+        if (target / COMPLETE_MARKER).is_file():
+            return target
+        return _convert(ref, target)
+
+
+def _convert(ref: ModelRef, target: Path) -> Path | None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    location, options = ref.from_pretrained_args()
+    try:
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     except OSError as error:
         log.warning("model cache %s not writable (%s); loading the GGUF file", target, error)

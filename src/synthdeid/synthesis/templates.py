@@ -207,11 +207,9 @@ def llm_templates(
             )
             continue
         assert isinstance(result, ChatResponse)
-        verdict = validator.validate_answer(result.text, job.variant, job.seed.text)
-        if verdict.reason == "invalid_json" and _hit_token_limit(result, request):
-            verdict = reject(
-                "truncated", f"the answer stopped at max_tokens ({request.max_tokens})"
-            )
+        verdict = truncation(
+            validator.validate_answer(result.text, job.variant, job.seed.text), result, request
+        )
         report.records.append(
             TemplateRecord(
                 job,
@@ -226,8 +224,12 @@ def llm_templates(
     return report
 
 
-def _hit_token_limit(result: ChatResponse, request: ChatRequest) -> bool:
-    return result.output_tokens is not None and result.output_tokens >= request.max_tokens
+def truncation(verdict: Verdict, result: ChatResponse, request: ChatRequest) -> Verdict:
+    """``truncated`` instead of ``invalid_json`` when the answer ran into ``max_tokens``."""
+    ran_out = result.output_tokens is not None and result.output_tokens >= request.max_tokens
+    if verdict.reason == "invalid_json" and ran_out:
+        return reject("truncated", f"the answer stopped at max_tokens ({request.max_tokens})")
+    return verdict
 
 
 SENT_REQUESTS_SCHEMA = pa.schema(

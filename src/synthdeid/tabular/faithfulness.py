@@ -500,6 +500,43 @@ def per_variable_accuracy(
     return {name: correct[name] / count for name, count in total.items()}
 
 
+@dataclass(frozen=True)
+class Agreement:
+    """How often two checkers give the same verdict on the same pairs; ``kappa`` is
+    Cohen's kappa, None when chance agreement is 1 (both always say the same thing)."""
+
+    pairs: int
+    observed: float | None
+    kappa: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"pairs": self.pairs, "observed": self.observed, "kappa": self.kappa}
+
+
+def agreement(
+    first: Iterable[Sequence[VariableVerdict]], second: Iterable[Sequence[VariableVerdict]]
+) -> Agreement:
+    """Agreement on ``correct`` over the pairs both judged (``not_judged`` pairs left out)."""
+    a: list[bool] = []
+    b: list[bool] = []
+    for left, right in zip(first, second, strict=True):
+        by_variable = {v.variable: v for v in right}
+        for verdict in left:
+            other = by_variable.get(verdict.variable)
+            if other is None or NOT_JUDGED in (verdict.status, other.status):
+                continue
+            a.append(verdict.correct)
+            b.append(other.correct)
+    if not a:
+        return Agreement(0, None, None)
+    n = len(a)
+    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    p_a, p_b = sum(a) / n, sum(b) / n
+    chance = p_a * p_b + (1 - p_a) * (1 - p_b)
+    kappa = None if chance >= 1.0 else (observed - chance) / (1.0 - chance)
+    return Agreement(n, observed, kappa)
+
+
 def overall_accuracy(per_variable: Mapping[str, float]) -> float:
     """The mean of the per-variable accuracies (seed 002 Table 2, "Overall")."""
     if not per_variable:

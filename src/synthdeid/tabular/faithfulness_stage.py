@@ -5,7 +5,10 @@ LLM judge (``--judge-backend``, any backend of :mod:`synthdeid.llm`; seed 002
 uses one). Per variable: the share of reports stating the row's value;
 per document: the Table 3 buckets. The row/report pairs are written with
 the unfaithful variables dropped (seed 002 section 4), for information
-extraction training.
+extraction training. With an LLM judge, the rule checker runs too and the
+summary gives their agreement pair by pair (Cohen's kappa). No accepted
+report (a model that wrote none) gives outputs that say so, every accuracy
+n/a, rather than a failed step.
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ from synthdeid.llm.base import ChatFailure, ChatRequest
 from synthdeid.llm.factory import build_backend
 from synthdeid.tabular.faithfulness import (
     NOT_JUDGED,
+    Agreement,
     JudgeFailure,
     VariableVerdict,
+    agreement,
     bucket_shares,
     check_report,
     faithful_pairs,
@@ -154,24 +159,70 @@ def accuracy_figure(per_variable: dict[str, float], buckets: dict[str, float], p
     save_figure(figure, path)
 
 
+def agreement_line(found: Agreement) -> str:
+    """The judge's agreement with the rule checker, n/a where it is undefined."""
+    observed = "n/a" if found.observed is None else f"{found.observed:.3f}"
+    kappa = "n/a" if found.kappa is None else f"{found.kappa:.3f}"
+    return (
+        f"Agreement with the rule checker over {found.pairs} judged pairs: "
+        f"{observed} (Cohen's kappa {kappa})."
+    )
+
+
+def write_nothing_to_check(args: argparse.Namespace) -> None:
+    """No accepted report (a model that wrote none): every output says so, with n/a."""
+    provenance = make_provenance(
+        "check-faithfulness",
+        {"checker": None, "judge_backend": args.judge_backend},
+        {"reports": args.reports, "spec": args.spec},
+    )
+    out = args.out_dir
+    summary = {
+        "checker": None,
+        "reports": 0,
+        "per_variable_accuracy": None,
+        "overall_accuracy": None,
+        "document_buckets": None,
+        "agreement_with_rules": None,
+        "provenance": provenance,
+    }
+    write_json_atomic(summary, out / "faithfulness.json")
+    message = "No accepted report to check (n = 0): every accuracy is n/a."
+    with atomic_text(out / "faithfulness.md") as handle:
+        handle.write(message + "\n")
+    with atomic_text(out / "faithfulness.csv") as handle:
+        handle.write("variable,accuracy\n")
+    plt = pyplot()
+    figure, axis = plt.subplots(figsize=(6, 2))
+    axis.axis("off")
+    axis.text(0.5, 0.5, message, ha="center", va="center")
+    save_figure(figure, out / "faithfulness.png")
+    write_parquet_atomic(PAIRS_SCHEMA.empty_table(), out / "pairs.parquet", provenance)
+    log.warning("faithfulness: %s (%s)", message, args.reports)
+
+
 def run(args: argparse.Namespace) -> None:
     spec = load_spec(args.spec)
     reports = read_reports(args.reports)
     if not reports:
-        raise InputError(args.reports, None, "no accepted reports to check")
+        write_nothing_to_check(args)
+        return
     backend = build_backend(
         args.judge_backend, cache_dir=args.cache_dir, where="synth.tabular.faithfulness.judge"
     )
     failures: Counter[str] = Counter()
+    rules = [check_report(r["template"], r["row"], spec) for r in reports]
+    with_rules: Agreement | None = None
     if backend is None:
         checker = "rules"
-        verdicts = [check_report(r["template"], r["row"], spec) for r in reports]
+        verdicts = rules
     else:
         checker = f"llm:{backend.describe().get('model', backend.name)}"
         verdicts, failures = judge_verdicts(
             reports, spec, backend, args.judge_prompt, not args.no_progress
         )
         backend.close()
+        with_rules = agreement(verdicts, rules)
     by_report = {r["record_id"]: v for r, v in zip(reports, verdicts, strict=True)}
     per_variable = per_variable_accuracy(by_report)
     per_variable = {name: per_variable[name] for name in spec.names}
@@ -207,6 +258,8 @@ def run(args: argparse.Namespace) -> None:
         "judge_failures": dict(failures),
         "pairs_kept": sum(len(p.kept) for p in pairs.values()),
         "pairs_dropped": sum(len(p.dropped) for p in pairs.values()),
+        # an LLM judge against the rule checker, pair by pair (None for the rules)
+        "agreement_with_rules": with_rules.as_dict() if with_rules is not None else None,
         "provenance": provenance,
     }
     write_json_atomic(summary, out / "faithfulness.json")
@@ -218,6 +271,8 @@ def run(args: argparse.Namespace) -> None:
         )
         handle.write(f"Checker: {checker}; {len(reports)} reports{note}.\n\n")
         handle.write(accuracy_table(per_variable, overall, buckets))
+        if with_rules is not None:
+            handle.write(f"\n{agreement_line(with_rules)}\n")
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["variable", "accuracy"])

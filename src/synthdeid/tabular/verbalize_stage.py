@@ -37,6 +37,7 @@ from synthdeid.synthesis.fill import TemplateFiller
 from synthdeid.synthesis.placeholders import load_allowlist
 from synthdeid.synthesis.pool_stage import write_pools
 from synthdeid.synthesis.pools import DedupSettings, Template, build_pools
+from synthdeid.synthesis.templates import truncation
 from synthdeid.synthesis.validator import TemplateValidator, Verdict, parse_answer
 from synthdeid.tabular.expert_rules import RuledRow, apply_rules, parse_rules
 from synthdeid.tabular.spec import TableSpec, load_spec
@@ -52,6 +53,8 @@ from synthdeid.tabular.verbalize import (
 )
 
 log = logging.getLogger(__name__)
+
+REPORT_SEGMENT_CHARS = 300
 
 ACCEPTED = "accepted"
 REJECTED = "rejected"
@@ -114,14 +117,21 @@ def llm_verdicts(
 
     ``generation["constrain"]``: ``json`` (default) asks for the JSON note,
     enforced where the backend can; ``placeholders`` also forces the four
-    report placeholders into the note, in order; ``free`` asks for nothing.
+    report placeholders into the note, in order, with at most
+    :data:`REPORT_SEGMENT_CHARS` characters around each (so a looping model
+    must move on and end); ``free`` asks for nothing. An answer that is not
+    JSON because it ran into ``max_tokens`` is ``truncated``.
     """
     generation = dict(settings.generation)
     constrain = generation.pop("constrain", "json")
     shapes = {
         "free": None,
         "json": NoteShape("note"),
-        "placeholders": NoteShape("note", tuple(f"[[{n}_1]]" for n in REPORT_PLACEHOLDERS)),
+        "placeholders": NoteShape(
+            "note",
+            tuple(f"[[{n}_1]]" for n in REPORT_PLACEHOLDERS),
+            max_chars=(REPORT_SEGMENT_CHARS,) * (len(REPORT_PLACEHOLDERS) + 1),
+        ),
     }
     if constrain not in shapes:
         raise ConfigError(
@@ -138,11 +148,12 @@ def llm_verdicts(
         for i, (_, row) in enumerate(rows)
     ]
     out: list[tuple[Verdict, ChatResponse | None]] = []
-    for result in backend.complete_many(requests, progress=progress):
+    answers = backend.complete_many(requests, progress=progress)
+    for request, result in zip(requests, answers, strict=True):
         if isinstance(result, ChatFailure):
             out.append((Verdict(None, "backend_failure", result.reason), None))
             continue
-        verdict = parse_answer(result.text)
+        verdict = truncation(parse_answer(result.text), result, request)
         if verdict.accepted and verdict.template is not None:
             verdict = (
                 validator.check_placeholders(verdict.template, REPORT_VARIANT)
