@@ -5,8 +5,9 @@ rewrites -> filled pools), the LLM teacher, the verbalizer and the judge on a
 few demo notes and one planted canary note, with the bundled SmolLM2 through
 the transformers backend (the same constraint as the llama.cpp grammar, as a
 logits processor); the same run against llama.cpp's server is
-``test_llm_local_server_end_to_end``, which needs the server installed
-(``scripts/setup-llm-server.sh``) and is skipped otherwise.
+``test_llm_local_server_end_to_end``, opt-in: it runs with
+``SYNTHDEID_LLM_SERVER_TESTS=1`` where the server is installed
+(``scripts/setup-llm-server.sh``).
 
 Privacy invariants asserted: the canary's identifiers are in no request the
 template step sent (its local audit of sent requests), in no synthetic output,
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import secrets
 from pathlib import Path
@@ -179,11 +181,16 @@ def run_and_check(repo: Path, workdir: Path, base: Path) -> dict[str, Any]:
     pools = results / "fill_templates/mini"
     filled = assert_exact_offsets(pools / "pii.parquet", templates)
     filled += assert_exact_offsets(pools / "no_pii.parquet", templates)
+    assert 1 <= filled <= summary["accepted"]  # dedup and the PHI screen may drop some
 
     teacher = json.loads((results / "label_teacher/mini/llm/pool/summary.json").read_text())
     faithfulness = json.loads(
         (results / "check_faithfulness/breast_cancer/faithfulness.json").read_text()
     )
+    # the teacher read every note (raw, on this machine) and accounted for each answer
+    assert teacher["summary"]["notes"] == 5
+    assert sum(teacher["summary"]["notes_by_status"].values()) == 5
+    assert faithfulness["reports"] == 0 or faithfulness["agreement_with_rules"] is not None
     return {
         "summary": summary,
         "filled": filled,
@@ -206,6 +213,10 @@ def test_llm_local_end_to_end(repo: Path, tmp_path: Path) -> None:
     assert outcome["summary"]["rejections"].get("pseudo_placeholder", 0) == 0  # by construction
 
 
+@pytest.mark.skipif(
+    os.environ.get("SYNTHDEID_LLM_SERVER_TESTS") != "1",
+    reason="opt-in: SYNTHDEID_LLM_SERVER_TESTS=1 (after scripts/setup-llm-server.sh)",
+)
 @pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None,
     reason="llama-cpp-python[server] is not installed (scripts/setup-llm-server.sh)",
