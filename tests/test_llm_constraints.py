@@ -219,6 +219,18 @@ def test_token_table_keeps_leading_spaces() -> None:
     assert all(t == "" for i, t in enumerate(table.texts) if i in tokenizer.all_special_ids)
 
 
+def test_segments_have_a_least_length() -> None:
+    shape = NoteShape("note", ("[[DATE_1]]",), max_chars=(6, 4), min_chars=(3, 2))
+    matcher = ShapeMatcher(shape)
+    assert matcher.matches('{"note": "abc[[DATE_1]]de"}')
+    assert not matcher.matches('{"note": "ab[[DATE_1]]de"}')  # first segment too short
+    assert not matcher.matches('{"note": "abc[[DATE_1]]d"}')  # last segment too short
+    assert "segchar{3,6}" in shape.gbnf() and "segchar{2,4}" in shape.gbnf()
+    assert "segchar{5,}" in NoteShape("note", (), min_chars=(5,)).gbnf()
+    with pytest.raises(ValueError, match="may not exceed"):
+        NoteShape("note", (), max_chars=(2,), min_chars=(3,))
+
+
 def test_segments_are_bounded_and_escapes_count_once() -> None:
     bounded = ShapeMatcher(NoteShape("note", ("[[DATE_1]]",), max_chars=(3, 2)))
     assert bounded.matches('{"note": "abc[[DATE_1]]de"}')
@@ -230,14 +242,16 @@ def test_segments_are_bounded_and_escapes_count_once() -> None:
 
 
 def test_bounded_segments_close_instead_of_overflowing(tiny_lm: Path) -> None:
-    """Near a segment's bound only tokens that still fit (or end it) are allowed, so an
-    answer under a tight bound is complete, never cut off inside its string."""
+    """Near a segment's bound only tokens that still fit (or end it) are allowed, and
+    below its minimum none that ends it, so an answer under tight bounds is complete,
+    never cut off inside its string, and long enough."""
     from synthdeid.llm.transformers_local import TransformersBackend
 
     backend = TransformersBackend(str(tiny_lm), batch_size=4)
     shapes = [
         NoteShape("note", ("[[DATE_1]]",), max_chars=(7, 5)),
         NoteShape("note", (), max_chars=(12,)),
+        NoteShape("note", ("[[DATE_1]]",), max_chars=(30, 40), min_chars=(20, 25)),
     ]
     requests = [
         ChatRequest.of(None, "Write.", max_tokens=200, seed=s, temperature=1.0, shape=shape)

@@ -81,3 +81,32 @@ def test_iter_placeholders():
         ("DOCTOR", 1, "[[DOCTOR_1]]"),
         ("DATE", 12, "[[DATE_12]]"),
     ]
+
+
+def test_required_placeholders_and_the_placeholder_shape():
+    from synthdeid.llm.constraints import ShapeMatcher
+    from synthdeid.synthesis.prompts import placeholder_shape
+
+    spec = prompt()
+    seed = "Seen by [[DOCTOR_1]] on [[DATE_1]]; [[DOCTOR_1]] to call back."
+    standard, dates = spec.variant("standard"), spec.variant("per_absent_dates")
+    assert standard.required_placeholders(seed) == ("[[DOCTOR_1]]", "[[DATE_1]]", "[[DOCTOR_1]]")
+    assert dates.required_placeholders(seed) == ("[[DATE_1]]",)
+    assert dates.required_placeholders("No dates here.") == ("[[DATE_1]]",)
+    assert spec.variant("no_pii").required_placeholders(seed) == ()
+    repeated = spec.variant("repeated_mentions")
+    assert repeated.required_placeholders("On [[DATE_1]].") == ("[[DATE_1]]", "[[DATE_1]]")
+
+    shape = placeholder_shape(standard, seed)
+    # the seed's own segments: "Seen by " (8), " on " (4), "; " (2), " to call back." (14)
+    assert shape.max_chars == (52, 46, 43, 61) and shape.min_chars == (4, 2, 1, 8)
+    rewrite = '{"note": "Noted by [[DOCTOR_1]] at [[DATE_1]]: [[DOCTOR_1]] will call again."}'
+    assert ShapeMatcher(shape).matches(rewrite)
+    short = '{"note": "By [[DOCTOR_1]] at [[DATE_1]]: [[DOCTOR_1]] calls."}'
+    assert not ShapeMatcher(shape).matches(short)  # "By " is under the minimum of 4
+    request = spec.request(standard, seed, generation={"constrain": "placeholders"}, seed=1)
+    assert request.shape == shape and request.json_mode
+    free = spec.request(standard, seed, generation={"constrain": "free"}, seed=1)
+    assert free.shape is None and not free.json_mode
+    with pytest.raises(ConfigError, match="constrain"):
+        spec.request(standard, seed, generation={"constrain": "grammar"}, seed=1)

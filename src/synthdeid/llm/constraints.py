@@ -10,7 +10,9 @@ a small model can then only fail on length, copying or content, which the
 template validator still judges. ``()`` is a note without any placeholder.
 ``max_chars`` optionally bounds each free segment (one entry per segment, in
 order; an escape sequence counts as one character), so that a model that
-would ramble on must move to the next placeholder or end the note.
+would ramble on must move to the next placeholder or end the note;
+``min_chars`` likewise sets each segment's least length, so that one that
+would stop after a line must go on.
 
 One shape, two enforcers, built from the same :meth:`NoteShape.parts`:
 
@@ -49,10 +51,11 @@ class Literal:
 @dataclass(frozen=True)
 class Free:
     """Free text: JSON string content; ``brackets``: whether ``[]{}`` may appear;
-    ``max_chars``: at most this many characters (None: unbounded)."""
+    at least ``min_chars`` and at most ``max_chars`` characters (None: unbounded)."""
 
     brackets: bool
     max_chars: int | None = None
+    min_chars: int = 0
 
 
 Part = Literal | Free
@@ -65,16 +68,21 @@ class NoteShape:
     key: str = "note"
     placeholders: tuple[str, ...] | None = None
     max_chars: tuple[int, ...] | None = None
+    min_chars: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         segments = 1 if self.placeholders is None else len(self.placeholders) + 1
-        if self.max_chars is not None and (
-            len(self.max_chars) != segments or any(n < 0 for n in self.max_chars)
+        for name, limits in (("max_chars", self.max_chars), ("min_chars", self.min_chars)):
+            if limits is not None and (len(limits) != segments or any(n < 0 for n in limits)):
+                raise ValueError(
+                    f"{name} needs {segments} limit(s) >= 0, one per free segment, not {limits!r}"
+                )
+        if (
+            self.max_chars is not None
+            and self.min_chars is not None
+            and any(low > high for low, high in zip(self.min_chars, self.max_chars, strict=True))
         ):
-            raise ValueError(
-                f"max_chars needs {segments} limit(s) >= 0, one per free segment, "
-                f"not {self.max_chars!r}"
-            )
+            raise ValueError("min_chars may not exceed max_chars in any segment")
         if not self.key or any(c in STRUCTURAL or ord(c) < 32 for c in self.key):
             raise ValueError(f"a JSON key of plain characters is needed, not {self.key!r}")
         for placeholder in self.placeholders or ():
@@ -92,18 +100,22 @@ class NoteShape:
         canonical: dict[str, Any] = {"key": self.key, "placeholders": placeholders}
         if self.max_chars is not None:
             canonical["max_chars"] = list(self.max_chars)
+        if self.min_chars is not None:
+            canonical["min_chars"] = list(self.min_chars)
         return canonical
 
     def parts(self) -> list[Part]:
         """The answer as a sequence of literals and free segments."""
         opening = Literal("{" + json.dumps(self.key) + ': "')
         closing = Literal('"}')
-        limits = list(self.max_chars) if self.max_chars is not None else None
+        count = 1 if self.placeholders is None else len(self.placeholders) + 1
+        highs = self.max_chars or (None,) * count
+        lows = self.min_chars or (0,) * count
         if self.placeholders is None:
-            return [opening, Free(True, limits[0] if limits else None), closing]
-        parts: list[Part] = [opening, Free(False, limits[0] if limits else None)]
+            return [opening, Free(True, highs[0], lows[0]), closing]
+        parts: list[Part] = [opening, Free(False, highs[0], lows[0])]
         for i, placeholder in enumerate(self.placeholders, start=1):
-            parts += [Literal(placeholder), Free(False, limits[i] if limits else None)]
+            parts += [Literal(placeholder), Free(False, highs[i], lows[i])]
         return [*parts, closing]
 
     def gbnf(self) -> str:
@@ -114,7 +126,8 @@ class NoteShape:
                 symbols.append(_gbnf_string(part.text))
                 continue
             char = "textchar" if part.brackets else "segchar"
-            bound = "*" if part.max_chars is None else f"{{0,{part.max_chars}}}"
+            high = "" if part.max_chars is None else str(part.max_chars)
+            bound = "*" if (part.min_chars, high) == (0, "") else f"{{{part.min_chars},{high}}}"
             symbols.append(f"{char}{bound}")
         rules = [
             "root ::= " + " ".join(symbols),
@@ -201,6 +214,8 @@ class ShapeMatcher:
                 if room and free_char(char, current.brackets):
                     offset += 1
                     break
+                if offset < current.min_chars:
+                    return None  # the segment may not end yet
                 part, offset = part + 1, 0  # the segment ends: this char opens the next literal
         return MatchState(part, offset, escape)
 

@@ -149,11 +149,16 @@ class ShapeLogitsProcessor:
 
     def _mask_key(self, matcher: ShapeMatcher, state: MatchState) -> tuple[int, int, bool]:
         """States that allow the same tokens share a key: in a free segment, every
-        offset with room for the longest token is the same."""
+        offset past the minimum with room for the longest token is the same, and so
+        is every offset too far below the minimum for any token to reach it."""
         part = matcher.parts[state.part]
+        longest = self.table.longest
         if isinstance(part, Literal):
             return (state.part, state.offset, False)
-        if part.max_chars is None or part.max_chars - state.offset > self.table.longest:
+        if state.offset + longest < part.min_chars:  # no token reaches the minimum
+            return (state.part, -2, state.escape)
+        roomy = part.max_chars is None or part.max_chars - state.offset > longest
+        if state.offset >= part.min_chars and roomy:
             return (state.part, -1, state.escape)
         return (state.part, state.offset, state.escape)
 

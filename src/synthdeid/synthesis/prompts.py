@@ -150,15 +150,22 @@ class PromptSpec:
 
 
 def placeholder_shape(
-    variant: Variant, masked_note: str, *, ratio: float = 1.5, slack: int = 40
+    variant: Variant,
+    masked_note: str,
+    *,
+    ratio: float = 1.5,
+    slack: int = 40,
+    min_ratio: float = 0.6,
 ) -> NoteShape:
     """The placeholder-constrained answer shape for a rewrite of ``masked_note``.
 
     The note carries :meth:`Variant.required_placeholders` in order; each free
-    segment holds at most ``ratio`` times the seed's text it stands for, plus
-    ``slack`` characters: the seed's own segment when the placeholders are the
-    seed's, else an even share of the seed. The bound keeps a note within the
-    validator's length ratio and makes a rambling model move on.
+    segment holds at least ``min_ratio`` and at most ``ratio`` times the
+    seed's text it stands for (plus ``slack`` characters at most): the seed's
+    own segment when the placeholders are the seed's, else an even share of
+    the seed. The bounds keep a note within the validator's length ratio
+    (0.5-2 times the seed's words by default), so that a model that would stop
+    after a line goes on and one that would ramble moves on.
     """
     required = variant.required_placeholders(masked_note)
     text = masked_note.strip()
@@ -169,8 +176,9 @@ def placeholder_shape(
     else:
         free = len(text) - sum(m.end - m.start for m in found)
         lengths = [free // (len(required) + 1)] * (len(required) + 1)
-    limits = tuple(int(ratio * n) + slack for n in lengths)
-    return NoteShape("note", required, max_chars=limits)
+    highs = tuple(int(ratio * n) + slack for n in lengths)
+    lows = tuple(int(min_ratio * n) for n in lengths)
+    return NoteShape("note", required, max_chars=highs, min_chars=lows)
 
 
 def _variant(name: str, entry: Any, allowlist: PlaceholderAllowlist, source: str) -> Variant:
