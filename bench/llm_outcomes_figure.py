@@ -90,7 +90,7 @@ def main() -> None:
     axis.set_xlim(0, 1)
     axis.set_xlabel("share of the requests sent (accepted: with its Wilson 95% interval)")
     axis.set_title(args.title)
-    axis.legend(ncol=3, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+    axis.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     figure.tight_layout()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(args.out, dpi=120, bbox_inches="tight")
