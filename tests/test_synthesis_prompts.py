@@ -110,3 +110,34 @@ def test_required_placeholders_and_the_placeholder_shape():
     assert free.shape is None and not free.json_mode
     with pytest.raises(ConfigError, match="constrain"):
         spec.request(standard, seed, generation={"constrain": "grammar"}, seed=1)
+
+
+def test_a_seed_without_placeholders_gets_one_drawn_from_the_seeds_label_mix():
+    from collections import Counter
+
+    from synthdeid.synthesis.prompts import placeholder_mix, placeholder_shape
+
+    spec = prompt()
+    standard = spec.variant("standard")
+    seeds = ["[[DATE_1]] and [[DATE_2]] then [[DATE_1]].", "[[PHONE_1]] called.", "No PHI."]
+    mix = placeholder_mix(seeds)
+    assert mix == Counter({"DATE": 3, "PHONE": 1})
+    draws = Counter(standard.stand_in(mix, seed) for seed in range(400))
+    # only names the seeds hold, in about their proportions (3:1)
+    assert set(draws) == {"DATE", "PHONE"}
+    assert 0.65 < draws["DATE"] / 400 < 0.85
+    assert standard.stand_in(mix, 7) == standard.stand_in(mix, 7)  # seeded
+    # seeds holding none of the variant's names: uniform over its names
+    assert len({standard.stand_in(Counter(), s) for s in range(200)}) == len(standard.placeholders)
+    assert spec.variant("no_pii").stand_in(mix, 1) is None
+
+    assert standard.required_placeholders("No PHI.", "PHONE") == ("[[PHONE_1]]",)
+    assert standard.required_placeholders(seeds[0], "PHONE")[0] == "[[DATE_1]]"  # the seed's own
+    shape = placeholder_shape(standard, "No PHI.", stand_in="PHONE")
+    assert shape.placeholders == ("[[PHONE_1]]",)
+    request = spec.request(
+        standard, "No PHI.", generation={"constrain": "placeholders"}, seed=1, stand_in="PHONE"
+    )
+    assert request.shape == shape
+    with pytest.raises(ConfigError, match="does not allow"):
+        spec.variant("per_absent_dates").required_placeholders("No PHI.", "PHONE")

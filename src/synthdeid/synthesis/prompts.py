@@ -20,8 +20,10 @@ The file's name, version and content hash travel into every pool's provenance.
 from __future__ import annotations
 
 import hashlib
+import random
 import string
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,23 +56,48 @@ class Variant:
         """Whether answers must carry identifiers (``any``: the seed decides)."""
         return self.expect != "none"
 
-    def required_placeholders(self, masked_note: str) -> tuple[str, ...]:
+    def required_placeholders(
+        self, masked_note: str, stand_in: str | None = None
+    ) -> tuple[str, ...]:
         """The placeholders an answer written by construction carries, in order.
 
         The seed's placeholders that this variant allows, repeats kept; when
-        there are none but the variant expects some, one of its first name
-        (``[[DATE_1]]``); for ``repetition`` without a repeat, the first again
+        there are none but the variant expects some, one of ``stand_in``
+        (see :meth:`stand_in`; default the variant's first name), e.g.
+        ``[[DATE_1]]``; for ``repetition`` without a repeat, the first again
         at the end; nothing for ``expect: none``.
         """
         if self.expect == "none" or not self.placeholders:
             return ()
+        if stand_in is not None and stand_in not in self.placeholders:
+            raise ConfigError(f"variant {self.name!r} does not allow the placeholder {stand_in!r}")
         allowed = set(self.placeholders)
         found = [m.token for m in iter_placeholders(masked_note) if m.name in allowed]
         if not found:
-            found = [f"[[{self.placeholders[0]}_1]]"]
+            found = [f"[[{stand_in or self.placeholders[0]}_1]]"]
         if self.expect == "repetition" and len(set(found)) == len(found):
             found.append(found[0])
         return tuple(found)
+
+    def stand_in(self, mix: Mapping[str, int], seed: int) -> str | None:
+        """The placeholder a seed without any of this variant's gets, drawn by ``seed``.
+
+        Drawn from ``mix`` (:func:`placeholder_mix` of the seeds) restricted to
+        the variant's names, so a pool of such rewrites keeps the corpus's
+        label mix instead of one name for all; uniform over the variant's
+        names when the seeds hold none of them. None for ``expect: none``.
+        """
+        if self.expect == "none" or not self.placeholders:
+            return None
+        weights = [mix.get(name, 0) for name in self.placeholders]
+        if not any(weights):
+            weights = [1] * len(self.placeholders)
+        return random.Random(seed).choices(self.placeholders, weights=weights)[0]
+
+
+def placeholder_mix(masked_notes: Iterable[str]) -> Counter[str]:
+    """How often each placeholder name occurs in ``masked_notes`` (repeats counted)."""
+    return Counter(m.name for text in masked_notes for m in iter_placeholders(text))
 
 
 def seed_variant(allowlist: PlaceholderAllowlist) -> Variant:
@@ -109,14 +136,16 @@ class PromptSpec:
         pieces.append(self.user[start:])
         return tuple(piece.strip() for piece in pieces if piece.strip())
 
-    def render(self, variant: Variant, masked_note: str) -> tuple[ChatMessage, ...]:
+    def render(
+        self, variant: Variant, masked_note: str, stand_in: str | None = None
+    ) -> tuple[ChatMessage, ...]:
         """System and user messages asking for a rewrite of ``masked_note``."""
         values = {
             "note": masked_note.strip(),
             "words": str(len(masked_note.split())),
             "placeholders": ", ".join(f"[[{name}_n]]" for name in variant.placeholders) or "none",
             "instruction": variant.instruction,
-            "required": " ".join(variant.required_placeholders(masked_note)) or "none",
+            "required": " ".join(variant.required_placeholders(masked_note, stand_in)) or "none",
         }
         return (
             ChatMessage("system", self.system.strip()),
@@ -124,10 +153,17 @@ class PromptSpec:
         )
 
     def request(
-        self, variant: Variant, masked_note: str, *, generation: Mapping[str, Any], seed: int
+        self,
+        variant: Variant,
+        masked_note: str,
+        *,
+        generation: Mapping[str, Any],
+        seed: int,
+        stand_in: str | None = None,
     ) -> ChatRequest:
         """The request for one rewrite; ``generation["constrain"]`` (default ``json``)
-        picks the decoding constraint, one of :data:`CONSTRAINTS`."""
+        picks the decoding constraint, one of :data:`CONSTRAINTS`; ``stand_in`` is
+        the placeholder a seed without any gets (:meth:`Variant.stand_in`)."""
         constrain = generation.get("constrain", "json")
         if constrain not in CONSTRAINTS:
             raise ConfigError(
@@ -137,9 +173,9 @@ class PromptSpec:
         if constrain == "json":
             shape = NoteShape("note")
         elif constrain == "placeholders":
-            shape = placeholder_shape(variant, masked_note)
+            shape = placeholder_shape(variant, masked_note, stand_in=stand_in)
         return ChatRequest(
-            messages=self.render(variant, masked_note),
+            messages=self.render(variant, masked_note, stand_in),
             temperature=float(generation.get("temperature", 0.7)),
             top_p=float(generation.get("top_p", 0.95)),
             max_tokens=int(generation.get("max_tokens", 1024)),
@@ -153,6 +189,7 @@ def placeholder_shape(
     variant: Variant,
     masked_note: str,
     *,
+    stand_in: str | None = None,
     ratio: float = 1.5,
     slack: int = 40,
     min_ratio: float = 0.6,
@@ -167,7 +204,7 @@ def placeholder_shape(
     (0.5-2 times the seed's words by default), so that a model that would stop
     after a line goes on and one that would ramble moves on.
     """
-    required = variant.required_placeholders(masked_note)
+    required = variant.required_placeholders(masked_note, stand_in)
     text = masked_note.strip()
     found = list(iter_placeholders(text))
     if tuple(m.token for m in found) == required:

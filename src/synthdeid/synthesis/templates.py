@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from synthdeid.llm.base import ChatBackend, ChatFailure, ChatRequest, ChatResponse
 from synthdeid.notes import Note
-from synthdeid.synthesis.prompts import PromptSpec, Variant, seed_variant
+from synthdeid.synthesis.prompts import PromptSpec, Variant, placeholder_mix, seed_variant
 from synthdeid.synthesis.validator import TemplateValidator, Verdict, reject
 
 log = logging.getLogger(__name__)
@@ -182,12 +182,21 @@ def llm_templates(
     base_seed: int,
     progress: bool = False,
 ) -> GenerationReport:
-    """Send every job's request through ``backend`` (a guarded one) and validate the answers."""
+    """Send every job's request through ``backend`` (a guarded one) and validate the answers.
+
+    A seed without placeholders asked for a PII-bearing rewrite gets one drawn
+    from the seeds' own label mix (:meth:`Variant.stand_in`).
+    """
     from synthdeid.llm.base import request_hash
 
+    mix = placeholder_mix({job.seed.note_id: job.seed.text for job in jobs}.values())
     requests = [
         prompt.request(
-            job.variant, job.seed.text, generation=generation, seed=job.request_seed(base_seed)
+            job.variant,
+            job.seed.text,
+            generation=generation,
+            seed=job.request_seed(base_seed),
+            stand_in=job.variant.stand_in(mix, job.request_seed(base_seed)),
         )
         for job in jobs
     ]
