@@ -175,6 +175,47 @@ def test_audit_outputs(work: dict[str, Path]) -> None:
     assert "| dp | yes |" in (audit / "audit.md").read_text()
 
 
+def test_dp_lora_on_a_pretrained_model_through_sampling_and_the_audit(
+    work: dict[str, Path], tmp_path: Path
+) -> None:
+    from tests.dplm_helpers import tiny_pretrained_lm
+
+    pretrained = tiny_pretrained_lm(tmp_path / "pretrained")
+    settings = {**SETTINGS, "model": str(pretrained), "lora": {"rank": 4, "alpha": 8}}
+    run_ok(
+        "train-dp-lm", "--masked", str(work["masked.parquet"]), "--canaries", str(work["canaries"]),
+        "--allowlist", str(ALLOWLIST), "--settings", json.dumps(settings),
+        "--out-dir", str(tmp_path / "model"), "--privacy-json", str(tmp_path / "privacy.json"),
+        "--threads", "1",
+    )  # fmt: skip
+    privacy = json.loads((tmp_path / "privacy.json").read_text())
+    assert privacy["dp"] is True and 0 < privacy["epsilon"] <= 8.01
+    trained = privacy["trained_parameters"]
+    assert trained["mode"] == "lora" and trained["trained"] < trained["total"]
+    assert all("lora_" in n or n.endswith("added.weight") for n in trained["names"])
+    lm = json.loads((tmp_path / "model" / "synthdeid_lm.json").read_text())
+    assert lm["lora"]["rank"] == 4 and lm["model"]["source"]["kind"] == "directory"
+    assert str(tmp_path) not in json.dumps(lm["model"])  # no local path in the provenance
+    run_ok(
+        "sample-dp-lm", "--model", str(tmp_path / "model"), "--masked", str(work["masked.parquet"]),
+        "--notes", str(work["notes.parquet"]), "--removed", str(work["removed.parquet"]),
+        "--allowlist", str(ALLOWLIST), "--settings", json.dumps(SAMPLING),
+        "--pool-settings", json.dumps(POOLS), "--name", "lora",
+        "--samples", str(tmp_path / "samples.parquet"), "--pii", str(tmp_path / "pii.parquet"),
+        "--no-pii", str(tmp_path / "no_pii.parquet"), "--removals", str(tmp_path / "removals.parquet"),
+        "--summary", str(tmp_path / "summary.json"), "--threads", "1",
+    )  # fmt: skip
+    run_ok(
+        "audit-dp-lm", "--run", f"lora={tmp_path / 'samples.parquet'}:{tmp_path / 'model'}",
+        "--masked", str(work["masked.parquet"]), "--canaries", str(work["canaries"]),
+        "--notes", str(work["notes.parquet"]), "--settings", json.dumps({"resamples": 50}),
+        "--out-dir", str(tmp_path / "audit"), "--threads", "1",
+    )  # fmt: skip
+    audit = json.loads((tmp_path / "audit" / "audit.json").read_text())["models"]["lora"]
+    assert len(audit["memorization"]["max_rouge_l"]) == 2 * SAMPLING["per_code"]
+    assert audit["perplexity"]["perplexity"] > 1 and audit["privacy"]["dp"] is True
+
+
 def test_a_refused_target_writes_nothing(work: dict[str, Path], tmp_path: Path) -> None:
     settings = {**SETTINGS, "privacy": {"target_epsilon": 0.01, "max_noise_multiplier": 2.0}}
     code = main(

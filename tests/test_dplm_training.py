@@ -101,7 +101,8 @@ def examples_and_model(n: int = 24, seed: int = 0) -> tuple[list[LmExample], obj
     coder = ControlCoder.fit(["pii"], texts)
     examples = training_examples([(f"n{i}", t) for i, t in enumerate(texts)], [], coder)
     special = [control_token(c) for c in coder.all_codes()] + placeholder_tokens(allowlist(), texts)
-    model, tokenizer, _ = build_lm(None, SCRATCH, texts, special, seed=seed)
+    built = build_lm(None, SCRATCH, texts, special, seed=seed)
+    model, tokenizer = built.model, built.tokenizer
     return examples, model, tokenizer
 
 

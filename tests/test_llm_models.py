@@ -230,7 +230,7 @@ def test_transformers_backend_generates_from_a_gguf_file(tiny_gguf: Path) -> Non
 def test_a_gguf_model_is_converted_once_and_then_read_as_a_folder(
     tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from synthdeid.llm.transformers_local import COMPLETE_MARKER, converted_gguf
+    from synthdeid.llm.conversion import COMPLETE_MARKER, converted_gguf
 
     monkeypatch.setenv("SYNTHDEID_MODEL_CACHE", str(tmp_path / "models"))
     request = ChatRequest.of(None, "Seen.", max_tokens=6, temperature=0.0)
@@ -249,7 +249,7 @@ def test_a_gguf_model_is_converted_once_and_then_read_as_a_folder(
 def test_an_unwritable_model_cache_falls_back_to_the_gguf_file(
     tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from synthdeid.llm.transformers_local import converted_gguf
+    from synthdeid.llm.conversion import converted_gguf
 
     blocker = tmp_path / "not-a-folder"
     blocker.write_text("x")

@@ -198,9 +198,12 @@ wildcard_constraints:
 def dplm_training_settings(wildcards):
     """The train_dp_lm slice of synth.dplm, as JSON; the non-DP model's has no privacy.
 
-    So a privacy change reruns the DP branch only.
+    So a privacy change reruns the DP branch only. ``lora`` is passed only when set,
+    so runs without adapters keep the settings (and results) they had.
     """
     keys = ["model", "scratch", "control_codes", "training"]
+    if DPLM.get("lora") is not None:
+        keys.append("lora")
     if wildcards.privacy == "dp":
         keys.append("privacy")
     return as_json({key: DPLM[key] for key in keys})

@@ -2,9 +2,14 @@
 
 Two sources, one config key (``synth.dplm.model``):
 
-- a hub id or local path (e.g. ``microsoft/biogpt`` on a GPU node) loaded
-  with ``from_pretrained``; the control-code and placeholder tokens are added
-  and the embeddings resized;
+- a pretrained model named as :func:`synthdeid.llm.models.resolve_model`
+  accepts: ``bundled:smollm2`` (the GGUF inside a pip package, dequantized
+  into a torch model once, :mod:`synthdeid.llm.conversion`), a GGUF file, a
+  Hugging Face directory, or a hub id (``microsoft/biogpt`` on a node with
+  the hub or its cache), loaded with ``from_pretrained``. The control-code and
+  placeholder tokens are added; for full fine-tuning the embeddings are
+  resized (new rows at the mean embedding, then trained), for LoRA the new
+  rows live beside the frozen matrix (:mod:`synthdeid.dplm.adapters`);
 - ``null``: a small GPT-2 initialised from ``synth.dplm.scratch`` with a
   byte-level BPE tokenizer trained on the training text. The tokenizer is fit
   on private text without noise, so its vocabulary is *not* covered by the DP
@@ -25,7 +30,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -116,51 +121,83 @@ def build_scratch_lm(
     return model, tokenizer
 
 
-def load_pretrained_lm(name: str, special_tokens: Sequence[str]) -> tuple[Any, Any]:
-    """``from_pretrained`` a causal LM; add the special tokens (and pad/bos/eos if missing)."""
+@dataclass
+class BuiltLm:
+    """A model ready to train, its tokenizer, and where the pipeline's tokens begin."""
+
+    model: Any
+    tokenizer: Any
+    described: dict[str, Any]
+    base_vocabulary: int  # rows before the pipeline's tokens were added
+
+
+def load_pretrained_lm(spec: object, special_tokens: Sequence[str], *, resize: bool) -> BuiltLm:
+    """``from_pretrained`` a causal LM; add the special tokens (and pad/bos/eos if missing).
+
+    ``resize``: grow the embeddings for the added tokens (full fine-tuning);
+    without it the model keeps exactly one row per original token, and
+    :func:`synthdeid.dplm.adapters.apply_lora` gives the added ones their own.
+    """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from synthdeid.llm.conversion import load_advice, pretrained_location
+    from synthdeid.llm.models import resolve_model
+
+    ref = resolve_model(spec, where="synth.dplm.model")
+    location, options = pretrained_location(ref)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name)
-        model = AutoModelForCausalLM.from_pretrained(name)
-    except OSError as exc:
+        tokenizer = AutoTokenizer.from_pretrained(location, **options)
+        model = AutoModelForCausalLM.from_pretrained(location, dtype=torch.float32, **options)
+    except (OSError, ValueError) as exc:
         raise ConfigError(
-            f"synth.dplm.model {name!r} could not be loaded ({exc}); give a local directory "
-            "or a hub id reachable from this machine (HF_HUB_OFFLINE=1 forbids downloads)"
+            f"synth.dplm.model {ref.name!r} could not be loaded: {load_advice(ref, exc)}"
         ) from exc
+    base_vocabulary = len(tokenizer)
+    if model.get_input_embeddings().num_embeddings != base_vocabulary:
+        # padded vocabularies: the added tokens must not land in untrained padding rows
+        model.resize_token_embeddings(base_vocabulary, mean_resizing=False)
     extra: dict[str, Any] = {"additional_special_tokens": list(special_tokens)}
     for role, token in (("bos_token", BOS), ("eos_token", EOS), ("pad_token", PAD)):
         if getattr(tokenizer, role) is None:
             extra[role] = token
     tokenizer.add_special_tokens(extra)
-    model.resize_token_embeddings(len(tokenizer))
+    if resize:
+        model.resize_token_embeddings(len(tokenizer))
     model.config.pad_token_id = tokenizer.pad_token_id
-    return model, tokenizer
+    described = {"source": ref.describe(), "tokenizer_fit_on_training_text": False}
+    return BuiltLm(model, tokenizer, described, base_vocabulary)
 
 
 def build_lm(
-    name: str | None,
+    spec: object,
     scratch: ScratchConfig,
     texts: Sequence[str],
     special_tokens: Sequence[str],
     *,
     seed: int,
-) -> tuple[Any, Any, dict[str, Any]]:
-    """The model, its tokenizer and a description for provenance."""
-    if name is None:
-        model, tokenizer = build_scratch_lm(texts, scratch, special_tokens, seed)
-        described = {
-            "source": "scratch",
-            "scratch": asdict(scratch),
-            "tokenizer_fit_on_training_text": True,
-        }
-    else:
-        model, tokenizer = load_pretrained_lm(name, special_tokens)
-        described = {"source": name, "tokenizer_fit_on_training_text": False}
-    model.generation_config.pad_token_id = tokenizer.pad_token_id
-    described["parameters"] = sum(p.numel() for p in model.parameters())
-    described["vocabulary"] = len(tokenizer)
-    return model, tokenizer, described
+    resize: bool = True,
+) -> BuiltLm:
+    """The model, its tokenizer and a description for provenance (``spec`` None: scratch)."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        if spec is None:
+            model, tokenizer = build_scratch_lm(texts, scratch, special_tokens, seed)
+            built = BuiltLm(
+                model,
+                tokenizer,
+                {
+                    "source": "scratch",
+                    "scratch": asdict(scratch),
+                    "tokenizer_fit_on_training_text": True,
+                },
+                len(tokenizer),
+            )
+        else:
+            built = load_pretrained_lm(spec, special_tokens, resize=resize)
+    built.model.generation_config.pad_token_id = built.tokenizer.pad_token_id
+    built.described["parameters"] = sum(p.numel() for p in built.model.parameters())
+    built.described["vocabulary"] = len(built.tokenizer)
+    return built
 
 
 def _conv1d_class() -> type[nn.Module]:
@@ -233,12 +270,20 @@ class OpacusPreparation:
         return asdict(self)
 
 
-def prepare_for_opacus(model: nn.Module, *, untie: bool) -> tuple[nn.Module, OpacusPreparation]:
-    """Make ``model`` trainable by Opacus, or fail naming the module that is not."""
+def prepare_for_opacus(
+    model: nn.Module, *, untie: bool, adapt: Callable[[nn.Module], nn.Module] | None = None
+) -> tuple[nn.Module, OpacusPreparation]:
+    """Make ``model`` trainable by Opacus, or fail naming the module that is not.
+
+    ``adapt`` (e.g. adding LoRA adapters) runs after the ``Conv1D`` swap and before
+    the validation, which then judges the adapted model.
+    """
     from opacus.validators import ModuleValidator
 
     replaced = conv1d_to_linear(model)
     untied = untie_lm_head(model) if untie else False
+    if adapt is not None:
+        model = adapt(model)
     errors = ModuleValidator.validate(model, strict=False)
     fixed: list[str] = []
     if errors:

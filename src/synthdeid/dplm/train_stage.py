@@ -3,12 +3,13 @@
 ``synthdeid train-dp-lm --masked masked.parquet --canaries canaries.parquet
 --allowlist placeholders.yaml --settings JSON --out-dir DIR --privacy-json PATH [--no-dp]``
 
-``--settings`` is the ``synth.dplm`` slice: ``model`` (hub id or path; null
-= a small GPT-2 from ``scratch``), ``scratch``, ``control_codes``,
-``training`` and ``privacy``. The model directory gets the weights, the
+``--settings`` is the ``synth.dplm`` slice: ``model`` (``bundled:smollm2``, a
+GGUF file, a model directory or a hub id; null = a small GPT-2 from
+``scratch``), ``scratch``, ``lora`` (null: every weight trains),
+``control_codes``, ``training`` and ``privacy``. The model directory gets the weights, the
 tokenizer, ``synthdeid_lm.json`` (control codes, lengths, examples) and
 ``privacy.json`` (epsilon, delta, noise multiplier, sample rate, steps,
-accountant, secure_mode, N), which is also written to ``--privacy-json``.
+accountant, secure_mode, N, and which parameters were trained), which is also written to ``--privacy-json``.
 A privacy target that cannot be met is refused before training.
 """
 
@@ -32,7 +33,7 @@ log = logging.getLogger(__name__)
 LM_SETTINGS_FILE = "synthdeid_lm.json"
 PRIVACY_FILE = "privacy.json"
 HISTORY_FILE = "training_history.json"
-SETTING_KEYS = {"model", "scratch", "control_codes", "training", "privacy"}
+SETTING_KEYS = {"model", "scratch", "lora", "control_codes", "training", "privacy"}
 TOKENIZER_CAVEAT = (
     "the tokenizer was fit on the training text without noise: its vocabulary is not covered "
     "by the DP guarantee (strings in fewer than scratch.min_frequency notes are never merged)"
@@ -72,6 +73,7 @@ def check_settings(settings: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> None:
     import torch
 
+    from synthdeid.dplm.adapters import LoraSettings
     from synthdeid.dplm.canary_stage import read_canaries
     from synthdeid.dplm.corpus import (
         ControlCoder,
@@ -89,6 +91,9 @@ def run(args: argparse.Namespace) -> None:
     training = LmTrainingConfig.from_mapping(settings.get("training", {}))
     scratch = ScratchConfig.from_mapping(settings.get("scratch", {}))
     privacy = None if args.no_dp else PrivacyConfig.from_mapping(settings.get("privacy", {}))
+    lora = None if settings.get("lora") is None else LoraSettings.from_mapping(settings["lora"])
+    if lora is not None and settings.get("model") is None:
+        raise ConfigError("synth.dplm.lora needs a pretrained synth.dplm.model (not scratch)")
     allowlist = load_allowlist(args.allowlist)
     seeds = [(n.note_id, n.text) for n in read_notes(args.masked)]
     if not seeds:
@@ -103,9 +108,10 @@ def run(args: argparse.Namespace) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     device = pick_device(args.device)
-    model, tokenizer, described = build_lm(
-        settings.get("model"), scratch, texts, special, seed=training.seed
+    built = build_lm(
+        settings.get("model"), scratch, texts, special, seed=training.seed, resize=lora is None
     )
+    model, tokenizer, described = built.model, built.tokenizer, built.described
     log.info(
         "%s LM: %s parameters, vocabulary %d; %d notes (%d canaries); codes %s",
         "non-DP" if privacy is None else "DP",
@@ -126,8 +132,10 @@ def run(args: argparse.Namespace) -> None:
             privacy,
             device=device,
             progress=not args.no_progress,
+            lora=lora,
+            base_vocabulary=built.base_vocabulary,
         )
-    record = dict(result.privacy)
+    record = dict(result.privacy) | {"trained_parameters": result.trained}
     if described.get("tokenizer_fit_on_training_text"):
         record["caveats"] = [*record["caveats"], TOKENIZER_CAVEAT]
     provenance = make_provenance(
@@ -144,6 +152,7 @@ def run(args: argparse.Namespace) -> None:
         "model": described,
         "opacus_preparation": result.preparation.to_json() if result.preparation else None,
         "training": training.to_json(),
+        "lora": lora.to_json() if lora else None,
         "privacy_config": privacy.to_json() if privacy else None,
         "provenance": provenance,
     }

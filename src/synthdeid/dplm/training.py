@@ -18,6 +18,10 @@ with DP the intermediate chunks are accumulated by the Opacus optimizer
 batch is not skipped silently: with DP it is a noise-only step that the
 accountant records (skipping it would reveal that nobody was sampled);
 without DP it is a step with no update.
+
+With LoRA (``lora``, :mod:`synthdeid.dplm.adapters`) both runs train the
+same adapters and added-token rows, the pretrained weights frozen; the
+trained model comes back merged into a standard Hugging Face model.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from synthdeid.dplm.adapters import LoraSettings, apply_lora, merge_adapters, trained_parameters
 from synthdeid.dplm.corpus import LmExample, control_token
 from synthdeid.dplm.model import OpacusPreparation, accepts_position_ids, prepare_for_opacus
 from synthdeid.dplm.privacy import (
@@ -204,6 +209,7 @@ class LmTrainingResult:
     timing: dict[str, float] = field(default_factory=dict)
     truncated: int = 0
     preparation: OpacusPreparation | None = None
+    trained: dict[str, Any] = field(default_factory=dict)  # trained_parameters()
 
 
 class _Privatized:
@@ -276,8 +282,14 @@ def train_lm(
     *,
     device: torch.device,
     progress: bool = True,
+    lora: LoraSettings | None = None,
+    base_vocabulary: int | None = None,
 ) -> LmTrainingResult:
-    """Train ``model`` on ``examples``; ``privacy=None`` is the non-DP baseline (same loop)."""
+    """Train ``model`` on ``examples``; ``privacy=None`` is the non-DP baseline (same loop).
+
+    ``lora``: train adapters and the rows of the tokens after ``base_vocabulary``
+    (the model must not have been resized for them) instead of every weight.
+    """
     from transformers import get_linear_schedule_with_warmup
 
     torch.manual_seed(config.seed)
@@ -292,12 +304,29 @@ def train_lm(
     model.to(device)
     model.train()
     # the same preparation with and without DP (Linear instead of Conv1D: same function)
+    adapt = None
+    if lora is not None:
+        vocabulary = len(tokenizer)
+        start = vocabulary if base_vocabulary is None else base_vocabulary
+
+        def adapt(module: nn.Module) -> nn.Module:
+            return apply_lora(module, lora, base_vocabulary=start, vocabulary=vocabulary)
+
     model, preparation = prepare_for_opacus(
-        model, untie=privacy is not None and privacy.clipping == "ghost"
+        model,
+        untie=privacy is not None and privacy.clipping == "ghost" and lora is None,
+        adapt=adapt,
+    )
+    trained = trained_parameters(model, "full" if lora is None else "lora")
+    log.info(
+        "training %s of %s parameters (%s)",
+        f"{trained['trained']:,}",
+        f"{trained['total']:,}",
+        trained["mode"],
     )
     positions = accepts_position_ids(model)
     optimizer = torch.optim.AdamW(
-        model.parameters(),
+        [p for p in model.parameters() if p.requires_grad],
         lr=config.learning_rate,
         weight_decay=config.weight_decay,
         fused=device.type in ("cpu", "cuda"),
@@ -370,6 +399,8 @@ def train_lm(
         epsilon = private.epsilon(noise_plan.delta)
         check_spent(noise_plan, epsilon)
         model = private.model._module
+    if lora is not None:
+        model = merge_adapters(model)
     model.eval()
     record = privacy_record(
         enabled=private is not None,
@@ -383,7 +414,7 @@ def train_lm(
         empty_batches=empty,
     )
     timing = {"seconds": elapsed, "steps_per_second": plan.steps / elapsed if elapsed else math.nan}
-    return LmTrainingResult(model, record, history, timing, truncated, preparation)
+    return LmTrainingResult(model, record, history, timing, truncated, preparation, trained)
 
 
 def _logical_step(

@@ -1,0 +1,68 @@
+"""A tiny "pretrained" causal LM on disk: a Llama-style model built from a config.
+
+It stands in for SmolLM2 or BioGPT in tests (same code path: a Hugging Face
+directory with its tokenizer, loaded with ``from_pretrained``), trained on
+nothing. The tokenizer is a byte-level BPE over invented words.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+WORDS = [
+    "patient",
+    "stable",
+    "overnight",
+    "pain",
+    "controlled",
+    "with",
+    "oral",
+    "medication",
+    "family",
+    "visited",
+    "nurse",
+    "noted",
+    "fever",
+    "resolved",
+    "pressure",
+    "rate",
+    "rhythm",
+    "breathing",
+    "comfortably",
+    "ambulating",
+    "diet",
+    "seen",
+    "by",
+    "today",
+]
+
+
+def tiny_pretrained_lm(directory: Path, *, tie: bool = True) -> Path:
+    """Write a 2-layer Llama (tied embeddings, like SmolLM2) and its tokenizer to ``directory``."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from synthdeid.dplm.model import train_bpe_tokenizer
+
+    texts = [" ".join(WORDS[i:] + WORDS[:i]) for i in range(len(WORDS))]
+    tokenizer = train_bpe_tokenizer(texts, vocab_size=300, min_frequency=1, special_tokens=[])
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=tie,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(config)
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
