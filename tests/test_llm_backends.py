@@ -194,6 +194,28 @@ def test_concurrency_keeps_order_and_respects_the_limit(chat_server: ScriptedCha
     assert 1 < state["peak"] <= 3
 
 
+def test_a_stop_signal_sends_no_further_request(chat_server: ScriptedChatServer) -> None:
+    """SIGTERM mid-batch (as a stopped workflow job gets): the queued requests are
+    cancelled, not sent one after the other while the step is meant to be ending."""
+    import signal
+
+    from synthdeid.termination import Terminated, signals_as_exceptions
+
+    def slow_echo(body: Any) -> tuple[int, Any, dict[str, str]]:
+        time.sleep(0.3)
+        return 200, ok_body("answer"), {}
+
+    chat_server.handler = slow_echo
+    timer = threading.Timer(0.45, signal.raise_signal, args=(signal.SIGTERM,))
+    started = time.perf_counter()
+    with pytest.raises(Terminated), signals_as_exceptions():
+        timer.start()
+        backend(chat_server, concurrency=2).complete_many([request(str(i)) for i in range(20)])
+    assert time.perf_counter() - started < 3.0  # not the 20 x 0.3 / 2 s of the whole batch
+    time.sleep(0.4)  # the requests in flight finish
+    assert chat_server.count <= 6
+
+
 def test_api_key_goes_to_the_header_only(
     chat_server: ScriptedChatServer,
     monkeypatch: pytest.MonkeyPatch,

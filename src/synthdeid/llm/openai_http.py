@@ -182,11 +182,19 @@ class OpenAICompatibleBackend(CachedChatBackend):
         results: list[ChatResult] = [ChatFailure("not sent")] * len(requests_)
         workers = max(1, min(self.concurrency, len(requests_)))
         bar = tqdm(total=len(requests_), desc=f"{self.name}:{self.model}", disable=not progress)
-        with bar, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-http") as pool:
-            futures = {pool.submit(self._complete_one, r): i for i, r in enumerate(requests_)}
-            for future in as_completed(futures):
-                results[futures[future]] = future.result()
-                bar.update(1)
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="llm-http")
+        try:
+            with bar:
+                futures = {pool.submit(self._complete_one, r): i for i, r in enumerate(requests_)}
+                for future in as_completed(futures):
+                    results[futures[future]] = future.result()
+                    bar.update(1)
+        except BaseException:
+            # stopped (a signal, Ctrl-C) or failed: send nothing more; the requests in
+            # flight finish in their threads, their answers unused
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         return results
 
     def _complete_one(self, request: ChatRequest) -> ChatResult:

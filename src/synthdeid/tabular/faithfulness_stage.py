@@ -169,13 +169,17 @@ def agreement_line(found: Agreement) -> str:
     )
 
 
-def write_nothing_to_check(args: argparse.Namespace) -> None:
-    """No accepted report (a model that wrote none): every output says so, with n/a."""
-    provenance = make_provenance(
+def stage_provenance(args: argparse.Namespace, checker: str | None) -> dict[str, Any]:
+    return make_provenance(
         "check-faithfulness",
-        {"checker": None, "judge_backend": args.judge_backend},
+        {"checker": checker, "judge_backend": args.judge_backend},
         {"reports": args.reports, "spec": args.spec},
     )
+
+
+def write_nothing_to_check(args: argparse.Namespace) -> None:
+    """No accepted report (a model that wrote none): every output says so, with n/a."""
+    provenance = stage_provenance(args, None)
     out = args.out_dir
     summary = {
         "checker": None,
@@ -241,11 +245,7 @@ def run(args: argparse.Namespace) -> None:
         for r, vs in zip(reports, verdicts, strict=True)
     ]
     generators = sorted({r.get("generator", "") for r in reports})
-    provenance = make_provenance(
-        "check-faithfulness",
-        {"checker": checker, "judge_backend": args.judge_backend},
-        {"reports": args.reports, "spec": args.spec},
-    )
+    provenance = stage_provenance(args, checker)
     out = args.out_dir
     summary = {
         "checker": checker,
