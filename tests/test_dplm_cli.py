@@ -172,6 +172,15 @@ def test_audit_outputs(work: dict[str, Path]) -> None:
     assert dp["canaries"]["n_canaries"] == 3
     assert dp["perplexity"]["notes"] == 8 and dp["perplexity"]["perplexity"] > 1
     assert dp["privacy"]["dp"] is True
+    samples = pq.read_table(work["root"] / "dp" / "samples.parquet").to_pylist()
+    outcomes = dp["outcomes"]
+    assert outcomes["samples"] == len(samples)
+    assert outcomes["ended"] == sum(s["finished"] for s in samples)
+    assert outcomes["accepted"] == sum(s["status"] == "accepted" for s in samples)
+    share = outcomes["accepted_share"]
+    assert (
+        share["ci_lo"] <= share["estimate"] == outcomes["accepted"] / len(samples) <= share["ci_hi"]
+    )
     assert "| dp | yes |" in (audit / "audit.md").read_text()
 
 

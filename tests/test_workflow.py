@@ -349,6 +349,21 @@ def test_changing_the_privacy_target_reruns_only_the_dp_branch(workdir: Path) ->
     assert "output: results/train_dp_lm/demo/non_dp/model" not in result.stdout
 
 
+def test_the_pretrained_language_model_switch_reruns_only_the_dp_lm_branch(
+    workdir: Path, repo: Path
+) -> None:
+    overlay = repo / "config" / "dplm-smollm2.yaml"
+    result = snakemake(workdir, "-n", "-p", "--configfile", "config/config.yaml", str(overlay))
+    assert planned_jobs(result.stdout) == {
+        "train_dp_lm": 2,
+        "sample_dp_lm": 2,
+        "audit_dp_lm": 1,
+        "all": 1,
+    }
+    assert "bundled:smollm2" in result.stdout  # the settings the two trainings get
+    assert '"lora": {"rank": 16' in result.stdout.replace("\\", "")
+
+
 def test_changing_one_synthesizer_reruns_only_its_fit_and_the_comparison(workdir: Path) -> None:
     result = dry_run_with(
         workdir,

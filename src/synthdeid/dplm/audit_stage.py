@@ -70,14 +70,30 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true")
 
 
-def read_samples(path: Path) -> list[str]:
+def read_samples(path: Path) -> tuple[list[str], dict[str, Any] | None]:
+    """The samples' texts, and how many ended (EOS) and passed the template validator
+    with Wilson intervals (None for a table without the ``finished``/``status`` columns)."""
+    from synthdeid.dplm.memorization import wilson_interval
+    from synthdeid.dplm.sample_stage import ACCEPTED
+
     table, _ = read_parquet_with_provenance(path)
     if "text" not in table.column_names:
         raise InputError(path, None, "not a samples table: no text column")
     texts = table.column("text").to_pylist()
     if not texts:
         raise InputError(path, None, "no samples to audit")
-    return texts
+    if not {"finished", "status"} <= set(table.column_names):
+        return texts, None
+    ended = sum(table.column("finished").to_pylist())
+    accepted = sum(s == ACCEPTED for s in table.column("status").to_pylist())
+    outcomes = {
+        "samples": len(texts),
+        "ended": ended,
+        "ended_share": wilson_interval(ended, len(texts)).as_dict(),
+        "accepted": accepted,
+        "accepted_share": wilson_interval(accepted, len(texts)).as_dict(),
+    }
+    return texts, outcomes
 
 
 def heldout_masked(notes_path: Path, parts: list[str]) -> list[str]:
@@ -128,31 +144,45 @@ def quality_markdown(quality: dict[str, dict[str, Any]], real_distinct: dict[str
         "## Privacy and text quality",
         "",
         "| model | DP | epsilon | delta | noise multiplier | steps | held-out perplexity "
+        "| ended (EOS) | passed the validator "
         "| distinct-1 | distinct-2 | distinct-3 | words, median [IQR] | KS vs real |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def fmt(value: Any, spec: str = ".3f") -> str:
         return "n/a" if value is None else format(value, spec)
 
+    def share(outcomes: dict[str, Any] | None, key: str) -> str:
+        if outcomes is None:
+            return "n/a"
+        interval = outcomes[f"{key}_share"]
+        return (
+            f"{outcomes[key]} / {outcomes['samples']} "
+            f"[{interval['ci_lo']:.2f}, {interval['ci_hi']:.2f}]"
+        )
+
     for name, q in quality.items():
         p, d, s = q["privacy"], q["distinct"], q["lengths"]["synthetic"]
+        o = q.get("outcomes")
         lines.append(
             f"| {name} | {'yes' if p['dp'] else 'no'} | {fmt(p['epsilon'], '.2f')} "
             f"| {fmt(p['delta'], '.2e')} | {fmt(p['noise_multiplier'], '.3f')} | {p['steps']} "
-            f"| {q['perplexity']['perplexity']:.1f} | {d['distinct_1']:.3f} | {d['distinct_2']:.3f} "
+            f"| {q['perplexity']['perplexity']:.1f} | {share(o, 'ended')} | {share(o, 'accepted')} "
+            f"| {d['distinct_1']:.3f} | {d['distinct_2']:.3f} "
             f"| {d['distinct_3']:.3f} | {s['median']:.0f} [{s['q1']:.0f}, {s['q3']:.0f}] "
             f"| {q['lengths']['ks_statistic']:.3f} |"
         )
     real = next(iter(quality.values()))["lengths"]["real"]
     lines.append(
-        f"| real held-out | | | | | | | {real_distinct['distinct_1']:.3f} "
+        f"| real held-out | | | | | | | | | {real_distinct['distinct_1']:.3f} "
         f"| {real_distinct['distinct_2']:.3f} | {real_distinct['distinct_3']:.3f} "
         f"| {real['median']:.0f} [{real['q1']:.0f}, {real['q3']:.0f}] | |"
     )
     lines += [
         "",
         "Perplexity: held-out real notes, masked like the seeds, each after its control code. "
+        "Ended: samples that wrote the end-of-note token before the token limit; passed: "
+        "samples the template validator accepted (95% Wilson intervals). "
         "Distinct-n: unique / total word n-grams over all samples. KS: two-sample "
         "Kolmogorov-Smirnov statistic of word counts, samples vs held-out real notes.",
         "",
@@ -208,7 +238,7 @@ def run(args: argparse.Namespace) -> None:
     index = RougeIndex(training)
     audits, canary_reports, quality = {}, {}, {}
     for name, samples_path, model_dir in args.run:
-        samples = read_samples(samples_path)
+        samples, outcomes = read_samples(samples_path)
         log.info(
             "%s: auditing %d samples against %d training notes", name, len(samples), len(training)
         )
@@ -229,6 +259,7 @@ def run(args: argparse.Namespace) -> None:
             seed=seed,
         )
         quality[name] = quality_for(name, samples, model_dir, heldout, device=device)
+        quality[name]["outcomes"] = outcomes
     real_distinct = {f"distinct_{n}": distinct_n(heldout, n) for n in DISTINCT_N}
     out = args.out_dir
     out.mkdir(parents=True, exist_ok=True)
