@@ -1,4 +1,4 @@
-"""The tabular regime's stages end to end on the breast cancer table (seed 002).
+"""The tabular regime's stages end to end on the breast cancer table (Lorenzo et al. 2026).
 
 prepare -> fit (DP and non-DP) -> compare -> subsample -> verbalize (seeded
 grammar, and an OpenAI-compatible server on 127.0.0.1 with scripted and

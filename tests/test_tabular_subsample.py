@@ -1,4 +1,4 @@
-"""Stratified, frequency-weighted subsample (seed 002 section 2.3) on hand-made tables."""
+"""Stratified, frequency-weighted subsample (Lorenzo et al. 2026, section 2.3) on hand-made tables."""
 
 from __future__ import annotations
 

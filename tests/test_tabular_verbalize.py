@@ -61,7 +61,7 @@ RULE_SPEC = parse_spec(
     },
     "pathology.yaml",
 )
-SEED_002_RULE = {
+DIAGNOSTIC_TEST_RULE = {
     "kind": "conditional_default",
     "variable": "diagnostic_test",
     "if_present": "tumor_size",
@@ -85,8 +85,8 @@ def row(test="lumpectomy", size="12-15", er="positive"):
 # ------------------------------------------------------------------ expert rules
 
 
-def test_parse_seed_002_rule():
-    (rule,) = parse_rules([SEED_002_RULE], RULE_SPEC)
+def test_parse_diagnostic_test_rule():
+    (rule,) = parse_rules([DIAGNOSTIC_TEST_RULE], RULE_SPEC)
     assert rule.kind == "conditional_default"
     assert rule.variable == "diagnostic_test"
     assert rule.if_present == "tumor_size"
@@ -97,7 +97,7 @@ def test_parse_seed_002_rule():
 
 
 def test_conditional_default():
-    rules = parse_rules([SEED_002_RULE], RULE_SPEC)
+    rules = parse_rules([DIAGNOSTIC_TEST_RULE], RULE_SPEC)
     rng = random.Random(0)
     ruled = apply_rules(row(test=MISSING, size="12-15"), rules, RULE_SPEC, rng)
     assert ruled.values["diagnostic_test"] == "lumpectomy"
@@ -114,7 +114,7 @@ def test_conditional_default():
 
 
 def test_apply_rules_leaves_its_input_alone():
-    rules = parse_rules([SEED_002_RULE], RULE_SPEC)
+    rules = parse_rules([DIAGNOSTIC_TEST_RULE], RULE_SPEC)
     original = row(test=MISSING)
     apply_rules(original, rules, RULE_SPEC, random.Random(0))
     assert original["diagnostic_test"] == MISSING
@@ -159,7 +159,7 @@ def test_draw_within_binned_with_explicit_range_and_decimals():
 
 
 def test_draws_are_seeded_per_record():
-    rules = parse_rules([SEED_002_RULE, ER_RULE, SIZE_RULE], RULE_SPEC)
+    rules = parse_rules([DIAGNOSTIC_TEST_RULE, ER_RULE, SIZE_RULE], RULE_SPEC)
 
     def draws(seed, record_id):
         return apply_rules(row(), rules, RULE_SPEC, record_rng(seed, record_id)).drawn
@@ -178,15 +178,15 @@ def test_draws_are_seeded_per_record():
 @pytest.mark.parametrize(
     ("entry", "fragment"),
     [
-        ({**SEED_002_RULE, "kind": "default"}, "kind must be one of"),
-        ({k: v for k, v in SEED_002_RULE.items() if k != "kind"}, "kind must be one of"),
+        ({**DIAGNOSTIC_TEST_RULE, "kind": "default"}, "kind must be one of"),
+        ({k: v for k, v in DIAGNOSTIC_TEST_RULE.items() if k != "kind"}, "kind must be one of"),
         ("conditional_default", "kind must be one of"),
-        ({**SEED_002_RULE, "range": [1, 2]}, "unknown keys ['range']"),
+        ({**DIAGNOSTIC_TEST_RULE, "range": [1, 2]}, "unknown keys ['range']"),
         ({**ER_RULE, "then": "x"}, "unknown keys ['then']"),
-        ({**SEED_002_RULE, "variable": "test_type"}, "no variable 'test_type'"),
-        ({**SEED_002_RULE, "if_present": "size"}, "no variable 'size'"),
-        ({**SEED_002_RULE, "then": "mastectomy"}, ".then: 'mastectomy' is not a value"),
-        ({**SEED_002_RULE, "otherwise": "surgery"}, ".otherwise: 'surgery' is not a value"),
+        ({**DIAGNOSTIC_TEST_RULE, "variable": "test_type"}, "no variable 'test_type'"),
+        ({**DIAGNOSTIC_TEST_RULE, "if_present": "size"}, "no variable 'size'"),
+        ({**DIAGNOSTIC_TEST_RULE, "then": "mastectomy"}, ".then: 'mastectomy' is not a value"),
+        ({**DIAGNOSTIC_TEST_RULE, "otherwise": "surgery"}, ".otherwise: 'surgery' is not a value"),
         ({**ER_RULE, "variable": "pr_status"}, "no variable 'pr_status'"),
         ({**ER_RULE, "when": ["weak"]}, ".when: ['weak'] are not values of er_status"),
         (
@@ -204,7 +204,7 @@ def test_draws_are_seeded_per_record():
 )
 def test_rule_config_errors(entry, fragment):
     with pytest.raises(ConfigError) as caught:
-        parse_rules([SEED_002_RULE, entry], RULE_SPEC)
+        parse_rules([DIAGNOSTIC_TEST_RULE, entry], RULE_SPEC)
     assert "synth.tabular.verbalize.rules[1]" in str(caught.value)
     assert fragment in str(caught.value)
 
@@ -241,7 +241,7 @@ def test_stated_value():
 
 
 def test_prompt_variables():
-    rules = parse_rules([SEED_002_RULE, ER_RULE], RULE_SPEC)
+    rules = parse_rules([DIAGNOSTIC_TEST_RULE, ER_RULE], RULE_SPEC)
     ruled = apply_rules(row(test=MISSING, size=MISSING), rules, RULE_SPEC, record_rng(0, "a"))
     text = prompt_variables(ruled, RULE_SPEC)
     lines = text.split("\n")
@@ -421,9 +421,9 @@ def test_grammar_report_uses_drawn_numbers():
 
 
 def test_grammar_report_states_the_category_behind_a_drawn_number():
-    # seed 002's receptor rule: er_status positive -> a positivity percentage is drawn. The
-    # grammar must still state the row's category (and the number with its unit, as the prompt
-    # does), so that the rule-based checker finds er_status correct.
+    # the receptor rule of Lorenzo et al. 2026: er_status positive -> a positivity percentage
+    # is drawn. The grammar must still state the row's category (and the number with its
+    # unit, as the prompt does), so that the rule-based checker finds er_status correct.
     rules = parse_rules([ER_RULE], RULE_SPEC)
     for i in range(20):
         ruled = apply_rules(row(), rules, RULE_SPEC, record_rng(0, f"r-{i}"))

@@ -1,4 +1,4 @@
-"""Token and cost ledger: seed 003's appendix E tables, estimates kept apart, projections."""
+"""Token and cost ledger: SHIELD's appendix E tables, estimates kept apart, projections."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ FLASH_BATCH = Pricing(input_per_million=0.15, output_per_million=1.25)
 
 
 def seed_run(notes: int = 13_000) -> list[NoteUsage]:
-    """Seed 003, Table 14: ~1,000 input and ~500 output tokens per note."""
+    """SHIELD, Table 14: ~1,000 input and ~500 output tokens per note."""
     return [NoteUsage(f"n{i}", 4_000, 1_000, 500) for i in range(notes)]
 
 
@@ -63,7 +63,7 @@ def test_projection_to_corpus_notes_uses_measured_means() -> None:
 
 
 def test_projection_by_characters_without_counts_uses_chars_per_token() -> None:
-    # seed 003, Table 13: 633 billion characters at 4 characters per token -> ~158B tokens
+    # SHIELD, Table 13: 633 billion characters at 4 characters per token -> ~158B tokens
     usages = [NoteUsage("n1", 2_000, None, None)]
     ledger = build_ledger(usages, FLASH_BATCH, Projection(corpus_characters=633_000_000_000))
     projected = ledger["projection"]["corpus_characters"]

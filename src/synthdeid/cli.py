@@ -99,7 +99,7 @@ STAGES: dict[str, Stage] = {
     ),
     "audit-dp-lm": Stage(
         "synthdeid.dplm.audit_stage",
-        "Memorization audit and text quality of the language models' samples (seed 004 4.6, 4.7).",
+        "Memorization audit and text quality of the language models' samples (Zecevic et al., secs. 4.6, 4.7).",
     ),
     "label-teacher": Stage(
         "synthdeid.teacher.label_stage",
@@ -151,11 +151,11 @@ STAGES: dict[str, Stage] = {
     ),
     "evaluate-tabular": Stage(
         "synthdeid.tabular.evaluate_stage",
-        "Compare tabular synthesizers: fidelity, similarity and novelty over their samples (seed 002 Table 1).",
+        "Compare tabular synthesizers: fidelity, similarity and novelty over their samples (Lorenzo et al. 2026, Table 1).",
     ),
     "subsample-tabular": Stage(
         "synthdeid.tabular.subsample_stage",
-        "Draw the stratified, frequency-weighted subsample of synthetic rows to verbalize (seed 002 2.3).",
+        "Draw the stratified, frequency-weighted subsample of synthetic rows to verbalize (Lorenzo et al. 2026, sec. 2.3).",
     ),
     "verbalize-tabular": Stage(
         "synthdeid.tabular.verbalize_stage",
@@ -163,7 +163,7 @@ STAGES: dict[str, Stage] = {
     ),
     "check-faithfulness": Stage(
         "synthdeid.tabular.faithfulness_stage",
-        "Score how faithfully each report states its row (seed 002 Tables 2 and 3); keep the faithful pairs.",
+        "Score how faithfully each report states its row (Lorenzo et al. 2026, Tables 2 and 3); keep the faithful pairs.",
     ),
     "serve-llm": Stage(
         "synthdeid.llm.serve_stage",

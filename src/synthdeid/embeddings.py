@@ -187,7 +187,7 @@ def greedy_near_duplicates(
     """Keep a row unless its cosine to an earlier *kept* row is ``>= threshold``.
 
     This is the order-dependent filter "discard a candidate similar to an
-    already retained note" (seed 000, section 2.3): unlike thresholding
+    already retained note" (VetSynth, section 2.3): unlike thresholding
     :func:`cosine_max_similarity` with ``exclude_self``, a row that was
     dropped cannot cause a later row to be dropped. Exact, in blocks of
     ``chunk`` rows. Returns ``(keep, duplicate_of)``: a boolean mask and, for

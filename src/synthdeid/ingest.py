@@ -92,7 +92,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--coarse-view",
         type=json.loads,
         default=None,
-        help="JSON object: canonical -> PER/ORG/LOC/TIME/MISC (default: seed 000's view)",
+        help="JSON object: canonical -> PER/ORG/LOC/TIME/MISC (default: VetSynth's view)",
     )
     parser.add_argument("--source", required=True, help="value of the notes' source column")
     parser.add_argument("--encoding", default="utf-8")

@@ -4,7 +4,7 @@ The canonical set is the one every stage speaks. Each corpus brings its own
 categories (PhysioNet ``HCPName``, i2b2 ``DOCTOR``, BRAT entity types, ...);
 a :class:`LabelMap` from the config maps them onto the canonical set, and an
 unknown category is an error rather than a silent drop. The coarse view
-(PER / ORG / LOC / TIME / MISC, seed 000) is a second mapping applied on
+(PER / ORG / LOC / TIME / MISC, VetSynth) is a second mapping applied on
 demand, for example when masking or scoring at that granularity.
 """
 

@@ -317,7 +317,7 @@ def tabular_faithfulness_dir(wildcards, output):
 
 
 def tabular_verbalized_samples(wildcards):
-    """The samples of the synthesizer whose rows are verbalized (seed 002: PATE-CTGAN)."""
+    """The samples of the synthesizer whose rows are verbalized (Lorenzo et al. 2026: PATE-CTGAN)."""
     name = TABULAR["subsample"]["synthesizer"]
     if name not in TABULAR["synthesizers"]:
         raise WorkflowError(

@@ -1,9 +1,9 @@
 rule build_mixture:
-    """Draw one run's training mixture: real train notes plus its labelled pools (seed 000 2.5).
+    """Draw one run's training mixture: real train notes plus its labelled pools (VetSynth, sec. 2.5).
 
     input:  split notes.parquet, the run's pools
     output: train.parquet (notes + pool + copies), validation.parquet (real
-            patients held out), summary.json (realized sizes, seed 000 Table 2)
+            patients held out), summary.json (realized sizes, VetSynth Table 2)
     """
     input:
         unpack(pool_files),
@@ -157,7 +157,7 @@ rule predict_ner:
 
 
 rule evaluate_ner:
-    """Score one run's predictions against the gold spans (seed 000 and seed 003 metrics).
+    """Score one run's predictions against the gold spans (VetSynth and SHIELD metrics).
 
     Safety first: document-level leakage and detection recall, then span
     exact / overlap / token P-R-F1, 80%-coverage recall and per-label figures,
@@ -196,7 +196,7 @@ rule compare_ner:
     """Compare every run with the reference run: leakage and F1 with CIs, paired bootstrap tests.
 
     Paired tests use the same document resamples for both runs, with a
-    Bonferroni correction across labels (seed 003).
+    Bonferroni correction across labels (SHIELD).
     """
     input:
         unpack(evaluation_outputs),

@@ -1,5 +1,5 @@
 rule plant_canaries:
-    """Write the canary notes planted in the language model's training set (seed 004 4.6).
+    """Write the canary notes planted in the language model's training set (Zecevic et al., sec. 4.6).
 
     output: canaries.parquet (canary_id, text, distinctive phrase), from a
             seeded generator of note-like text; no real data
@@ -97,7 +97,7 @@ rule sample_dp_lm:
 
 
 rule audit_dp_lm:
-    """Memorization audit and text quality of the DP and non-DP samples (seed 004 4.6).
+    """Memorization audit and text quality of the DP and non-DP samples (Zecevic et al., sec. 4.6).
 
     Max ROUGE-L of every sample against every training note (masked seeds and
     canaries), its distribution per model (figure), exact and near
@@ -150,7 +150,7 @@ rule audit_dp_lm:
 
 
 rule tapt_encoder:
-    """Task-adaptive pretraining (seed 004 4.8.3): continued MLM on the DP samples.
+    """Task-adaptive pretraining (Zecevic et al., sec. 4.8.3): continued MLM on the DP samples.
 
     The de-identification encoder (ner.training.model) after synth.dplm.tapt
     steps of masked-language-model training on the filled DP samples; NER runs

@@ -1,5 +1,5 @@
 rule prepare_tabular:
-    """Discretize the table of clinical variables by its spec; split it 50/50 (seed 002 2.1-2.2).
+    """Discretize the table of clinical variables by its spec; split it 50/50 (Lorenzo et al. 2026, secs. 2.1-2.2).
 
     output: prepared.parquet (record_id, split train/holdout, one category
             string per spec variable; nothing else from the source table),
@@ -108,7 +108,7 @@ rule fit_dp_gan_tabular:
 
 
 rule evaluate_tabular:
-    """Compare the synthesizers: fidelity, similarity, novelty over their samples (seed 002 Table 1).
+    """Compare the synthesizers: fidelity, similarity, novelty over their samples (Lorenzo et al. 2026, Table 1).
 
     Fidelity (uni-, bi-, trivariate accuracy: 1 - half the L1 distance),
     cosine similarity of row-embedding centroids, identical matches, NNDR,
@@ -152,7 +152,7 @@ rule evaluate_tabular:
 
 
 rule subsample_tabular:
-    """The stratified, frequency-weighted subsample of one synthesizer's rows (seed 002 2.3).
+    """The stratified, frequency-weighted subsample of one synthesizer's rows (Lorenzo et al. 2026, sec. 2.3).
 
     Completeness quartiles, then the most frequent combinations of two
     strata variables with the paper's 60/60/30/30/70 quotas scaled to size.
@@ -219,10 +219,10 @@ rule verbalize_tabular:
 
 
 rule check_faithfulness:
-    """Per-variable and document-level faithfulness of the reports (seed 002 Tables 2, 3).
+    """Per-variable and document-level faithfulness of the reports (Lorenzo et al. 2026, Tables 2, 3).
 
     Rule-based checker from the variable spec, or an LLM judge; the
-    row/report pairs with the unfaithful variables dropped (seed 002 4).
+    row/report pairs with the unfaithful variables dropped (Lorenzo et al. 2026, sec. 4).
     """
     input:
         reports=rules.verbalize_tabular.output.reports,

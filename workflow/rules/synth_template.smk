@@ -1,5 +1,5 @@
 rule generate_templates:
-    """Rewrite masked seeds into templates with an LLM backend, validated (seed 000).
+    """Rewrite masked seeds into templates with an LLM backend, validated (VetSynth).
 
     input:  masked.parquet and removed_values.parquet (mask_seeds), the
             placeholder allowlist and the versioned prompt file
@@ -79,7 +79,7 @@ rule fill_templates:
 
 
 rule diagnose_synthetic:
-    """Synthetic-vs-real diagnostics (seed 000 Tables 1, 3, 4; seed 003 section 2.3).
+    """Synthetic-vs-real diagnostics (VetSynth, Tables 1, 3, 4; SHIELD, section 2.3).
 
     input:  split notes (real train and holdout parts), the PII and no-PII pools
     output: diagnostics.json/.md/.csv (notes, PII notes, words and characters

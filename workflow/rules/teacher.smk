@@ -87,7 +87,7 @@ rule evaluate_teacher:
 
 
 rule compare_teacher:
-    """Teacher vs student on the gold holdout, per label, with paired tests (seed 003 Table 2)."""
+    """Teacher vs student on the gold holdout, per label, with paired tests (SHIELD, Table 2)."""
     input:
         teacher="results/evaluate_teacher/{corpus}/{teacher}/holdout/metrics.json",
         student=student_metrics,

@@ -1,1 +1,1 @@
-"""Differentially private causal language model: training, sampling, audit (seed 004)."""
+"""Differentially private causal language model: training, sampling, audit (Zecevic et al.)."""

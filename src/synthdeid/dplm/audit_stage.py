@@ -1,4 +1,4 @@
-"""Memorization audit and text quality of the language models' samples (seed 004 4.6, 4.7).
+"""Memorization audit and text quality of the language models' samples (Zecevic et al., secs. 4.6, 4.7).
 
 ``synthdeid audit-dp-lm --run dp=samples.parquet:MODEL_DIR --run non_dp=...
 --masked masked.parquet --canaries canaries.parquet --notes notes.parquet

@@ -1,8 +1,8 @@
-"""The language model's training corpus: masked seed notes with control codes (seed 004 4.5).
+"""The language model's training corpus: masked seed notes with control codes (Zecevic et al., sec. 4.5).
 
 Each training example is one note: ``<bos> <|ctl:CODE|> masked text <eos>``.
 The control code says what kind of note follows, so sampling can ask for a
-kind (seed 004 steers report types the same way). Codes are built from
+kind (Zecevic et al. steer report types the same way). Codes are built from
 schemes, joined with ``-``:
 
 - ``pii``: ``pii`` when the masked note has at least one placeholder,

@@ -1,4 +1,4 @@
-"""Memorization audit of generated notes against the training notes (seed 004, 4.6).
+"""Memorization audit of generated notes against the training notes (Zecevic et al., sec. 4.6).
 
 For every generated sample, the audit computes its ROUGE-L F-measure against
 every training note and keeps the highest (``max_rouge_l``) and the first
@@ -363,7 +363,7 @@ def audit_markdown(
         f"{h} {title}",
         "",
         f"Each generated sample is scored with ROUGE-L (rouge_score F-measure) against all "
-        f"{first.n_training} training notes and its maximum is kept (seed 004, 4.6). "
+        f"{first.n_training} training notes and its maximum is kept (Zecevic et al., sec. 4.6). "
         f"Exact duplicate: casefolded, whitespace-collapsed text equal to a training note; "
         f"near duplicate: max ROUGE-L >= {first.near_threshold:g}. Means with 95% percentile "
         f"bootstrap intervals over samples; shares with 95% Wilson intervals.",

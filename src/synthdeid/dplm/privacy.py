@@ -9,8 +9,8 @@ Exactly one of ``target_epsilon`` and ``noise_multiplier`` is given:
   before training, with the numbers in the message;
 - ``noise_multiplier``: epsilon is whatever the accountant says at the end.
 
-``delta`` defaults to ``1 / (N ln N)`` for N training notes (seed 004,
-equation 2). After training, the accountant's epsilon for the steps actually
+``delta`` defaults to ``1 / (N ln N)`` for N training notes (Zecevic et al.,
+eq. 2). After training, the accountant's epsilon for the steps actually
 taken is recomputed; if it exceeds the target (beyond Opacus' search
 tolerance) the run is refused and nothing is written.
 """
@@ -92,7 +92,7 @@ class PrivacyConfig:
 
 
 def default_delta(n: int) -> float:
-    """``1 / (N ln N)`` (seed 004, equation 2)."""
+    """``1 / (N ln N)`` (Zecevic et al., eq. 2)."""
     if n < 2:
         raise ConfigError(f"delta = 1/(N ln N) needs at least 2 training notes, got {n}")
     return 1.0 / (n * math.log(n))

@@ -1,6 +1,6 @@
 """Sampling the trained language model by control code, and scoring held-out notes.
 
-Generation follows seed 004 (4.5.1): the prompt is ``<bos> <|ctl:CODE|>``,
+Generation follows Zecevic et al. (sec. 4.5.1): the prompt is ``<bos> <|ctl:CODE|>``,
 sampling at temperature 0.9 with nucleus ``top_p`` and
 ``no_repeat_ngram_size`` 4, up to ``max_new_tokens``; ``per_code`` samples
 for every control code, seeded so the same model and settings give the same

@@ -1,6 +1,6 @@
 """Document-level bootstrap: percentile intervals and paired tests between systems.
 
-Following seed 003 (2.5): documents are resampled with replacement
+Following SHIELD (sec. 2.5): documents are resampled with replacement
 (``n_resamples`` = 2,000, ``seed`` = 42 by default) and every ratio is
 recomputed on each resample. The resamples are one integer matrix ``W``
 (resamples x documents, ``W[r, d]`` = how often document ``d`` was drawn in

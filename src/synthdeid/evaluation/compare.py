@@ -4,7 +4,7 @@ Each ``--run NAME=DIR`` names an ``evaluate-ner`` output folder; its
 ``per_document.parquet`` is re-scored here with one shared resample matrix,
 so every run's intervals and every paired test use the same resamples. All
 runs must score the same documents against the same gold (their order may
-differ). Writes runs.csv / runs.md (one row per run, ranked as in seed 000:
+differ). Writes runs.csv / runs.md (one row per run, ranked as in VetSynth:
 document leakage first, span-overlap F1 second), paired_tests.csv / .md
 (each run against ``--reference``, per label and ALL), comparison.json and
 runs.png.
@@ -112,7 +112,7 @@ def load_runs(runs: list[tuple[str, Path]], reference: str) -> dict[str, CountTa
 
 
 def run_rows(results: dict[str, BootstrapResult], reference: str) -> list[dict[str, Any]]:
-    """One row per run, with the seed 000 rank (lower leakage, then higher overlap F1)."""
+    """One row per run, with the VetSynth rank (lower leakage, then higher overlap F1)."""
     ranking = sorted(
         results,
         key=lambda n: (
@@ -165,7 +165,7 @@ def runs_markdown(results: dict[str, BootstrapResult], reference: str, rows: lis
     lines = [
         "# NER runs",
         "",
-        "Ranked by document leakage (overlap, all notes), then span-overlap F1 (seed 000). "
+        "Ranked by document leakage (overlap, all notes), then span-overlap F1 (VetSynth). "
         "Estimates with 95% percentile bootstrap intervals over documents, one shared "
         f"resample matrix; reference run: {reference}.",
         "",

@@ -8,7 +8,7 @@ spans are given never changes a result. Overlapping predictions are allowed
 
 * **exact**: a prediction is a true positive iff a gold span has the same
   label and the same boundaries (one-to-one; duplicates do not count twice).
-* **overlap** (seed 000, 2.6): label-consistent greedy one-to-one matching
+* **overlap** (VetSynth, sec. 2.6): label-consistent greedy one-to-one matching
   by maximum character intersection. Every same-label (gold, prediction) pair
   that shares at least one character is a candidate; candidates are taken in
   order of decreasing intersection (ties: earlier gold span, then earlier
@@ -21,7 +21,7 @@ spans are given never changes a result. Overlapping predictions are allowed
   one-to-one: a gold span split into two predictions makes both predictions
   correct and the gold span detected once; one prediction covering two gold
   spans detects both.
-* **coverage80** (seed 003, 2.5): a gold span is *found* if at least 80% of
+* **coverage80** (SHIELD, sec. 2.5): a gold span is *found* if at least 80% of
   its characters lie in the union of the predictions (any label for the
   headline, the same label for per-label figures). Recall only.
 * **token**: the text is split model-agnostically with ``\\w+|[^\\w\\s]``;

@@ -118,7 +118,7 @@ HEADLINE_COUNTS: tuple[str, ...] = (
 )
 
 DEFINITIONS: dict[str, str] = {
-    "leakage_overlap_all": "share of all notes with >=1 gold span unmatched under overlap matching (seed 000 primary safety metric)",
+    "leakage_overlap_all": "share of all notes with >=1 gold span unmatched under overlap matching (VetSynth's primary safety metric)",
     "leakage_overlap_phi": "leakage_overlap_all restricted to notes with >=1 gold span",
     "leakage_detection_all": "share of all notes with >=1 gold span that no prediction of any label overlaps",
     "leakage_detection_phi": "leakage_detection_all restricted to notes with >=1 gold span",
@@ -131,7 +131,7 @@ DEFINITIONS: dict[str, str] = {
     "span_exact_recall": "gold spans with a prediction of the same label and identical boundaries / gold spans",
     "span_exact_precision": "predictions with a gold span of the same label and identical boundaries / predictions",
     "span_exact_f1": "harmonic mean of span exact precision and recall",
-    "coverage80_recall": "share of gold spans with >=80% of their characters inside the union of predictions (any label; seed 003)",
+    "coverage80_recall": "share of gold spans with >=80% of their characters inside the union of predictions (any label; SHIELD)",
     "token_recall": "seqeval micro recall (conlleval mode) of BIO entities over \\w+|[^\\w\\s] tokens",
     "token_precision": "seqeval micro precision (conlleval mode) of BIO entities over \\w+|[^\\w\\s] tokens",
     "token_f1": "seqeval micro F1 (conlleval mode) of BIO entities over \\w+|[^\\w\\s] tokens",

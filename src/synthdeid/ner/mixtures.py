@@ -2,7 +2,7 @@
 
 A de-identification model trains on the real train part of the split notes
 table (``split == "train"``) mixed with notes from any number of labelled
-pools (synthetic, surrogate, silver). Three regimes (seed 000, section 2.5):
+pools (synthetic, surrogate, silver). Three regimes (VetSynth, section 2.5):
 
 ``augmentation``
     Keep every real note and add ``S = min(pool size, round(f / (1 - f) * R))``
@@ -483,7 +483,7 @@ def summarize(
     dropped: Mapping[str, int],
     n_real_available: int,
 ) -> dict[str, Any]:
-    """A seed-000-Table-2 style record of what was built (counts include copies)."""
+    """A VetSynth-Table-2 style record of what was built (counts include copies)."""
     real = [m for m in train if m.pool == REAL_POOL]
     synthetic = [m for m in train if m.pool != REAL_POOL]
     n_real = sum(m.copies for m in real)

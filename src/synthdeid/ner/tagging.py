@@ -9,7 +9,7 @@ without a first-sub-word convention.
 
 Notes longer than the model's window are cut into windows of ``max_length``
 tokens (special tokens included) that overlap by ``stride`` tokens, the
-sliding-window scheme of seed 000 (512 / 64).
+sliding-window scheme of VetSynth (512 / 64).
 """
 
 from __future__ import annotations

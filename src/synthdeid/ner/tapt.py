@@ -1,6 +1,6 @@
 """Task-adaptive pretraining (TAPT): continued masked-language-model training of the encoder.
 
-Seed paper 004 (section 4.8.3) continues the MLM pretraining of the downstream
+Zecevic et al. (section 4.8.3) continue the MLM pretraining of the downstream
 encoder on the synthetic corpus before fine-tuning it for de-identification
 (learning rate 1e-4, 1000 warmup steps, 100 epochs). Here the length of the
 run is a number of optimizer steps (``max_steps``), so TAPT runs of different

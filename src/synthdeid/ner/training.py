@@ -1,6 +1,6 @@
 """Fine-tuning a token-classification model for de-identification.
 
-The recipe of seed 000 (section 2.5): AdamW (learning rate 2e-5, weight decay
+The recipe of VetSynth (section 2.5): AdamW (learning rate 2e-5, weight decay
 0.01), batch size 16, up to 8 epochs, class-weighted cross-entropy, 512-token
 windows with stride 64, mixed precision on a GPU, early stopping with a
 patience of 2 epochs. The checkpoint kept is the one with the lowest

@@ -1,4 +1,4 @@
-"""JSONL with a text field and span dicts (seed 000's layout).
+"""JSONL with a text field and span dicts (VetSynth's layout).
 
 One JSON object a line: ``text`` (str), ``spans`` (list of objects with
 ``start``, ``end``, ``label`` and optionally ``text``, the surface, which is

@@ -1,1 +1,1 @@
-"""Surrogate replacement: keyed, per-patient consistent, format-preserving (seed 003, 001)."""
+"""Surrogate replacement: keyed, per-patient consistent, format-preserving (SHIELD, PseudoData)."""

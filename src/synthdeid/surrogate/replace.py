@@ -29,7 +29,7 @@ from synthdeid.surrogate.keying import SurrogateKey
 from synthdeid.surrogate.operators import Mention, SurrogateOperator, build_operator
 from synthdeid.surrogate.operators.base import Originals
 
-# label -> (operator, options): seed 003 section 2.2, with HIPAA age banding
+# label -> (operator, options): SHIELD section 2.2, with HIPAA age banding
 DEFAULT_POLICIES: dict[str, dict[str, Any]] = {
     "DATE": {"operator": "date_shift", "options": {"min_days": 3, "max_days": 90}},
     "DOCTOR": {"operator": "name", "options": {}},

@@ -190,7 +190,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--policies",
         type=json.loads,
         default=None,
-        help='JSON: label -> {"operator": name, "options": {...}} (defaults: seed 003)',
+        help='JSON: label -> {"operator": name, "options": {...}} (defaults: SHIELD)',
     )
     parser.add_argument("--consistency", choices=CONSISTENCY_SCOPES, default="patient")
     parser.add_argument(

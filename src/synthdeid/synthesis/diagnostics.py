@@ -1,13 +1,13 @@
 """Synthetic-vs-real corpus diagnostics: composition, PII structure, label mix, divergences.
 
-Seed 000 (Tables 1, 3 and 4) explains the limits of synthetic training notes
+VetSynth (Tables 1, 3 and 4) explains the limits of synthetic training notes
 by three measurable shifts: synthetic notes are shorter, their spans are
 PER-heavy, and they lack PII-bearing notes without a person identifier and
 within-note repetition of an identifier. :func:`subset_statistics` measures
 each of these for one set of notes; :func:`diagnose` does it for every named
 subset (real train, the synthetic pool and its PII / no-PII parts, the real
 holdout) and adds two distances of every subset from the reference subset
-(the real training notes), after seed 003 (section 2.3):
+(the real training notes), after SHIELD (section 2.3):
 
 * the Jensen-Shannon divergence between unigram distributions
   (:func:`unigram_jsd`, base 2, so in [0, 1]), a vocabulary-level distance;
@@ -60,7 +60,7 @@ OUTPUTS: tuple[str, ...] = (
 
 log = logging.getLogger(__name__)
 
-PERSON = "PER"  # the coarse label whose absence seed 000 Table 3 reports
+PERSON = "PER"  # the coarse label whose absence VetSynth's Table 3 reports
 
 # Unigram tokeniser for the JSD: the text is lower-cased (str.lower) and cut
 # into maximal runs of Unicode word characters (letters, digits, underscore);

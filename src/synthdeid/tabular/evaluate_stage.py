@@ -1,4 +1,4 @@
-"""Compare tabular synthesizers: fidelity, similarity and novelty over their samples (seed 002 Table 1).
+"""Compare tabular synthesizers: fidelity, similarity and novelty over their samples (Lorenzo et al. 2026, Table 1).
 
 Each synthesizer's independent samples are scored against the train half
 (fidelity, similarity, identical matches, NNDR) and the holdout half (DCR
@@ -6,7 +6,7 @@ share, DCR overfitting score); every figure is the mean over the samples,
 with its standard deviation, minimum and maximum. The real holdout half is
 scored like a sample as the reference a synthesizer is read against (its
 novelty figures, which compare with the holdout itself, are left empty).
-Writes comparison.json, a Markdown table laid out like seed 002's Table 1,
+Writes comparison.json, a Markdown table laid out like Table 1 of Lorenzo et al. 2026,
 a long CSV and a figure.
 """
 

@@ -1,15 +1,15 @@
-"""Expert rules applied to a synthetic row before it is verbalized (seed 002 section 3).
+"""Expert rules applied to a synthetic row before it is verbalized (Lorenzo et al. 2026, section 3).
 
 Two kinds, configured as a list under ``synth.tabular.verbalize.rules``:
 
 - ``conditional_default``: a mandatory variable left ``unknown`` gets a value
-  that depends on whether another variable is known. Seed 002's
-  diagnostic-test rule: ``{kind: conditional_default, variable:
+  that depends on whether another variable is known. The
+  diagnostic-test rule of Lorenzo et al. 2026: ``{kind: conditional_default, variable:
   diagnostic_test, if_present: tumor_size, then: lumpectomy, otherwise:
   biopsy}``.
 - ``draw_within``: the report is given a concrete number drawn uniformly from
   a range instead of a category, e.g. a receptor positivity percentage when
-  the receptor is positive (seed 002: "we provide the LLM with a random value
+  the receptor is positive (Lorenzo et al. 2026: "we provide the LLM with a random value
   drawn from a range of valid positivity percentages"): ``{kind:
   draw_within, variable: er_status, when: [positive], range: [1, 100],
   decimals: 0}``. For a binned variable ``range`` defaults to the row's bin.

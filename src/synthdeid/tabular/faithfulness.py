@@ -1,7 +1,7 @@
-"""Faithfulness of a generated report to its row (seed 002 section 3, Tables 2 and 3).
+"""Faithfulness of a generated report to its row (Lorenzo et al. 2026, section 3, Tables 2 and 3).
 
 A report is generated from one row of the (discretized) table; a variable is
-*faithful* when the report states the row's value for it. Seed 002 asks an LLM
+*faithful* when the report states the row's value for it. Lorenzo et al. 2026 ask an LLM
 judge, per variable-value pair, whether "the text correctly mentions the input
 variable-value" and for the supporting span. This module offers a rule-based
 checker built from the :class:`~synthdeid.tabular.spec.TableSpec` and the pure
@@ -72,7 +72,7 @@ Evidence
     missing-word span); for a wrong one the contradicting value or phrase, or
     the mention when nothing was stated; ``None`` when not mentioned.
 
-Scores (seed 002)
+Scores (Lorenzo et al. 2026)
     Per-variable accuracy is the share of reports whose verdict for the
     variable is correct (Table 2); the overall accuracy is the mean over
     variables. A document's accuracy is its share of correct variables, and
@@ -80,8 +80,8 @@ Scores (seed 002)
     Perfect ``f == 1``, High ``0.85 <= f < 1``, Moderate ``0.70 <= f < 0.85``,
     Low ``0.50 <= f < 0.70``, Very Low ``f < 0.50`` (edges compared with a
     1e-9 tolerance against float rounding). :func:`faithful_pairs` keeps, per
-    report, only the variables it states correctly (seed 002 section 4 trains
-    on those pairs only).
+    report, only the variables it states correctly (Lorenzo et al. 2026,
+    section 4, train on those pairs only).
 
 LLM judge
     :func:`judge_request_messages` renders the prompt of
@@ -490,7 +490,7 @@ def per_variable_accuracy(
     verdicts_by_report: Mapping[str, Sequence[VariableVerdict]]
     | Iterable[Sequence[VariableVerdict]],
 ) -> dict[str, float]:
-    """Per variable, the share of reports stating it correctly (seed 002 Table 2)."""
+    """Per variable, the share of reports stating it correctly (Lorenzo et al. 2026, Table 2)."""
     correct: Counter[str] = Counter()
     total: Counter[str] = Counter()
     for verdicts in _reports(verdicts_by_report):
@@ -538,7 +538,7 @@ def agreement(
 
 
 def overall_accuracy(per_variable: Mapping[str, float]) -> float:
-    """The mean of the per-variable accuracies (seed 002 Table 2, "Overall")."""
+    """The mean of the per-variable accuracies (Lorenzo et al. 2026, Table 2, "Overall")."""
     if not per_variable:
         raise ValueError("no variables to average")
     return sum(per_variable.values()) / len(per_variable)
@@ -552,7 +552,7 @@ def document_accuracy(verdicts: Sequence[VariableVerdict]) -> float:
 
 
 def accuracy_bucket(fraction: float) -> str:
-    """The seed 002 Table 3 bucket of a document accuracy (edges in the module docstring)."""
+    """The Table 3 bucket of a document accuracy (Lorenzo et al. 2026; edges in the module docstring)."""
     if not 0.0 - EDGE_TOLERANCE <= fraction <= 1.0 + EDGE_TOLERANCE:
         raise ValueError(f"an accuracy lies in [0, 1], got {fraction}")
     for name, edge in BUCKETS:
@@ -576,7 +576,7 @@ def faithful_pairs(
 ) -> dict[str, FaithfulPairs]:
     """Per report, the variable-value pairs it states correctly and the names of the others.
 
-    Seed 002 section 4 fine-tunes on these pairs only. ``keep_unknown=False``
+    Lorenzo et al. 2026 (section 4) fine-tune on these pairs only. ``keep_unknown=False``
     also drops correct ``"unknown"`` values (a report that merely omits a
     variable then teaches nothing about it).
     """

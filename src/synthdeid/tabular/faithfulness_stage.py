@@ -1,10 +1,10 @@
-"""Score how faithfully each report states its row (seed 002 Tables 2 and 3); keep the faithful pairs.
+"""Score how faithfully each report states its row (Lorenzo et al. 2026, Tables 2 and 3); keep the faithful pairs.
 
 The checker is rule-based by default (built from the variable spec) or an
-LLM judge (``--judge-backend``, any backend of :mod:`synthdeid.llm`; seed 002
-uses one). Per variable: the share of reports stating the row's value;
+LLM judge (``--judge-backend``, any backend of :mod:`synthdeid.llm`; Lorenzo et al. 2026
+use one). Per variable: the share of reports stating the row's value;
 per document: the Table 3 buckets. The row/report pairs are written with
-the unfaithful variables dropped (seed 002 section 4), for information
+the unfaithful variables dropped (Lorenzo et al. 2026, section 4), for information
 extraction training. With an LLM judge, the rule checker runs too and the
 summary gives their agreement pair by pair (Cohen's kappa). No accepted
 report (a model that wrote none) gives outputs that say so, every accuracy

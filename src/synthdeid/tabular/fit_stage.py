@@ -1,6 +1,6 @@
 """Fit one tabular synthesizer on the train half and draw independent synthetic samples.
 
-Seed 002 draws ten synthetic datasets per synthesizer and averages the
+Lorenzo et al. 2026 draw ten synthetic datasets per synthesizer and average the
 metrics over them. Writes ``samples.parquet`` (``record_id``, ``sample``, the
 variables) and ``privacy.json``: for a DP synthesizer the epsilon
 bookkeeping (total = preprocessor + synthesizer, checked after fitting) and

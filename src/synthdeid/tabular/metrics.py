@@ -1,6 +1,6 @@
 """Fidelity, similarity and novelty metrics for synthetic discretized (categorical) tables.
 
-These are the three evaluation dimensions of seed 002 (section 2.2, Table 1)
+These are the three evaluation dimensions of Lorenzo et al. 2026 (section 2.2, Table 1)
 used to compare tabular synthesizers. Inputs are pandas DataFrames whose
 columns are all categorical (the discretized variables; a missing value is the
 string ``"unknown"``), one row per record. ``train`` is the real data the
@@ -18,7 +18,7 @@ Fidelity ("accuracy", Sidorenko et al. 2025, mostlyai-qa)
     the two relative-frequency vectors. The level score is the mean over all
     subsets of that size (or over ``max_subsets`` of them drawn with a seed,
     for wide tables). ``overall`` is the plain mean of the three levels: that
-    is how seed 002's Table 1 reads (e.g. (96.57 + 86.46 + 76.72) / 3 =
+    is how Table 1 of Lorenzo et al. 2026 reads (e.g. (96.57 + 86.46 + 76.72) / 3 =
     86.58 ~ 86.59% for the Gaussian copula); mostlyai-qa's own ``overall``
     averages univariate and bivariate only. The joint distributions are
     counted from an integer key per row (mixed radix of the column codes), so
@@ -72,7 +72,7 @@ Novelty (privacy)
       closer_to_training))``. There is no correction for unequal training and
       holdout sizes (SDMetrics only warns when the holdout is smaller than half
       the training set). With ties this strict share is below the halved-ties
-      DCR share, which is how seed 002 reports DCR shares of 52-56% next to an
+      DCR share, which is how Lorenzo et al. 2026 report DCR shares of 52-56% next to an
       overfitting score of 1.0 for every synthesizer: the score is 1 whenever
       at most half of the synthetic rows are strictly closer to training. Run
       without subsampling (``num_rows_subsample=None``, its default),
@@ -86,15 +86,16 @@ Novelty (privacy)
       rows measured against the training rows (the level real unseen records
       reach), and ``nndr_ratio = nndr_synthetic / nndr_holdout``: near 1
       balanced, below 1 synthetic rows sit closer to training records than
-      real unseen records do, above 1 they are more novel. Seed 002's Table 1
-      NNDR values (0.56 to 1.19, "near 1 balanced") read as this ratio.
+      real unseen records do, above 1 they are more novel. The NNDR values in
+      Table 1 of Lorenzo et al. 2026 (0.56 to 1.19, "near 1 balanced") read as
+      this ratio.
       mostlyai-qa instead divides the 10th smallest synthetic-to-training NNDR
       by the 10th smallest synthetic-to-holdout NNDR; with exact Hamming
       distances on discretized records the 10th smallest ratio is almost
       always 0, so means are used here.
 
 :func:`summarize_samples` averages one metric over the independent synthetic
-samples (seed 002 draws ten per synthesizer) and reports the spread.
+samples (Lorenzo et al. 2026 draw ten per synthesizer) and reports the spread.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Discretize a table of clinical variables by its spec and split it 50/50 into train / holdout.
 
-Seed 002 (section 2.2) fits the synthesizers on one half of the records and
+Lorenzo et al. 2026 (section 2.2) fit the synthesizers on one half of the records and
 keeps the other half as the holdout the novelty metrics compare with. The
 split is a seeded permutation of the records; only the spec's variables are
 written (``record_id``, ``split``, one string column per variable).

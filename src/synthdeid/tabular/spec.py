@@ -1,4 +1,4 @@
-"""The variable spec of a clinical table, and discretization by it (seed 002 section 2.1).
+"""The variable spec of a clinical table, and discretization by it (Lorenzo et al. 2026, section 2.1).
 
 A spec (YAML; ``resources/tabular/breast_cancer.yaml`` is the demo's) lists the
 variables taken from the source table. Each is either

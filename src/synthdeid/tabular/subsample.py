@@ -1,6 +1,6 @@
-"""Stratified, frequency-weighted representative subsample of a table (seed 002 section 2.3).
+"""Stratified, frequency-weighted representative subsample of a table (Lorenzo et al. 2026, section 2.3).
 
-Seed 002 draws 1,000 of 4,000 synthetic rows "to compare the outputs of three
+Lorenzo et al. 2026 draw 1,000 of 4,000 synthetic rows "to compare the outputs of three
 LLMs while maintaining textual diversity": completeness quartiles, then, within
 each quartile, quotas by the frequency rank of the joint combination of two
 clinically relevant variables (60, 60, 30, 30 rows from the 1st-4th most

@@ -1,6 +1,6 @@
-"""Draw the stratified, frequency-weighted subsample of synthetic rows to verbalize (seed 002 2.3).
+"""Draw the stratified, frequency-weighted subsample of synthetic rows to verbalize (Lorenzo et al. 2026, sec. 2.3).
 
-All samples of the chosen synthesizer are pooled (seed 002 generates 4,000
+All samples of the chosen synthesizer are pooled (Lorenzo et al. 2026 generate 4,000
 rows and keeps a representative 1,000) and cut by completeness quartile and
 the joint frequency of two strata variables (:mod:`synthdeid.tabular.subsample`).
 """

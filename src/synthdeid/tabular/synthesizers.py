@@ -1,4 +1,4 @@
-"""The tabular synthesizers compared in seed 002 (section 2.2), behind one interface.
+"""The tabular synthesizers compared in Lorenzo et al. 2026 (section 2.2), behind one interface.
 
 DP (SmartNoise): ``mst``, ``aim``, ``pate_ctgan``, ``dp_ctgan``; non-DP
 baselines (SDV): ``gaussian_copula``, ``ctgan``. :func:`fit_synthesizer`

@@ -1,6 +1,6 @@
 """Synthetic rows into report templates: LLM prompts, or a seeded grammar (backend ``none``).
 
-Seed 002 (section 3) conditions an LLM on variable-value pairs; a range is
+Lorenzo et al. 2026 (section 3) condition an LLM on variable-value pairs; a range is
 turned into an instruction ("to be selected within the range of 6 to 12,
 depending on clinical consistency") so the model picks a plausible value. The
 prompt here also asks for the report's identifiers as allowlisted

@@ -1,4 +1,4 @@
-"""Teacher labelling (seed 003's distillation path): silver spans for unlabelled notes.
+"""Teacher labelling (SHIELD's distillation path): silver spans for unlabelled notes.
 
 A teacher (an LLM answering an extraction prompt, a trained de-identification
 model, regex and dictionary detectors, or an ensemble of those) labels notes

@@ -1,6 +1,6 @@
 """Teacher vs. student per PHI category, and the noise of the silver labels (compare-teacher).
 
-Seed 003 (Table 2, Figure 7) compares the teacher (an LLM labelling the gold
+SHIELD (Table 2, Figure 7) compares the teacher (an LLM labelling the gold
 holdout) with its student (a small NER model trained on the teacher's silver
 labels) on the same notes: per category precision and recall with percentile
 bootstrap 95% intervals over document resamples, the gold support, and paired
@@ -196,7 +196,7 @@ def distillation_rows(d: Distillation) -> list[dict[str, Any]]:
 
 
 def short_interval(interval: Interval) -> str:
-    """``0.89 [0.86-0.93]``, as in seed 003's Table 2."""
+    """``0.89 [0.86-0.93]``, as in SHIELD's Table 2."""
     return f"{interval.estimate:.2f} [{interval.lo:.2f}-{interval.hi:.2f}]"
 
 
@@ -267,7 +267,7 @@ def distillation_markdown(d: Distillation, rows: Sequence[dict[str, Any]]) -> st
 
 
 def plot_distillation(d: Distillation, rows: Sequence[dict[str, Any]], path: Path) -> None:
-    """Dumbbell plot (seed 003 Figure 7): precision and recall panels, one row per label."""
+    """Dumbbell plot (SHIELD, Figure 7): precision and recall panels, one row per label."""
     from matplotlib.lines import Line2D
 
     plt = pyplot()

@@ -1,6 +1,6 @@
 """Reading an LLM teacher's extraction answer into typed entities.
 
-The extraction prompt (seed 003, appendix D) asks the model for one JSON
+The extraction prompt (SHIELD, appendix D) asks the model for one JSON
 object mapping entity types to lists of items, for example
 ``{"DATE": [{"text": "3/14", "confidence": 0.95}], "PATIENT": [...]}``.
 :func:`parse_extraction` reads such an answer tolerantly and returns the

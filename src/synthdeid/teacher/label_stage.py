@@ -45,7 +45,7 @@ def unlabelled(notes: Sequence[Note], parts: Sequence[str], path: Path) -> list[
 def llm_ledger(
     notes: Sequence[Note], labels: Sequence[NoteLabels], settings: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """Tokens per note and the projected cost (seed 003 appendix E) of an LLM teacher."""
+    """Tokens per note and the projected cost (SHIELD, appendix E) of an LLM teacher."""
     pricing = settings.get("pricing")
     projection = settings.get("projection") or {}
     usages = [

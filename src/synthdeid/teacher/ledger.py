@@ -1,4 +1,4 @@
-"""Token and cost ledger for LLM teachers (seed 003, appendix E).
+"""Token and cost ledger for LLM teachers (SHIELD, appendix E).
 
 :func:`build_ledger` turns per-note token use (:class:`NoteUsage`) into a
 JSON-ready ledger of what a teacher run used and cost, and what labelling a
@@ -25,14 +25,14 @@ whole corpus would cost. The rules:
     N (``basis`` ``chars_per_token``) and output ``None``;
   * ``corpus_characters`` C: input tokens = C x measured input tokens per
     character, or C / ``chars_per_token`` without measured counts (``basis``
-    ``chars_per_token``, as in seed 003's 633 billion characters -> 158
+    ``chars_per_token``, as in SHIELD's 633 billion characters -> 158
     billion tokens); output tokens = C x measured output tokens per
     character, or ``None`` without measured counts.
 
   Each projection carries its cost when pricing is given.
 * No notes give a ledger of zeros and ``None``, not an error.
 
-Seed 003's tables are reproduced by this arithmetic: 13,000 notes of 1,000
+SHIELD's tables are reproduced by this arithmetic: 13,000 notes of 1,000
 input and 500 output tokens at $0.15 / $1.25 per million cost $1.95 + $8.125
 = $10.075 (Table 14, $10.08 rounded).
 """
@@ -278,5 +278,5 @@ def _assumptions(chars_per_token: float, pricing: Pricing | None) -> list[str]:
         "projection to C characters = C x measured tokens per character "
         f"(without measured notes: input C / {chars_per_token:g}, output unknown)",
         "tokenizers differ: characters-per-token estimates may be off by about 20% "
-        "for clinical text (seed 003, appendix E)",
+        "for clinical text (SHIELD, appendix E)",
     ]

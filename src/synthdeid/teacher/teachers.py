@@ -7,7 +7,7 @@ read) and returns one :class:`~synthdeid.teacher.silver.NoteLabels` per note.
 
 ``llm``
     An LLM backend (OpenAI-compatible HTTP or local transformers) answers the
-    extraction prompt (``resources/prompts/teacher_extraction.yaml``, seed 003
+    extraction prompt (``resources/prompts/teacher_extraction.yaml``, SHIELD
     appendix D) with JSON by entity type; :mod:`~synthdeid.teacher.extraction`
     parses it, :mod:`~synthdeid.teacher.alignment` finds every occurrence of
     each string in the note, then thresholds and the overlap policy apply. A
