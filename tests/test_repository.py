@@ -64,3 +64,59 @@ def test_main_env_has_opacus_1_6_and_the_gan_overlay_has_0_14() -> None:
     env = {**os.environ, "PYTHONPATH": str(overlay)}
     gan = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env)
     assert gan.stdout.strip() == "0.14.0", gan.stderr
+
+
+PAPER_BY_FILE_NUMBER = re.compile(r"(?i)\bseeds? ?-?0{2}[0-4]\b")
+CITING_PATHS = (
+    "src",
+    "workflow",
+    "config",
+    "docs",
+    "README.md",
+    "resources",
+    "scripts",
+    "bench",
+    "envs",
+    "profiles",
+)
+
+
+def test_no_paper_is_cited_by_file_number(repo: Path) -> None:
+    """Papers are cited by short name and section (docs/references.md), never by file number."""
+    if not (repo / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = run(repo, "git", "ls-files", "-z", "--", *CITING_PATHS)
+    assert listed.returncode == 0, listed.stderr
+    hits = []
+    for name in filter(None, listed.stdout.split("\0")):
+        try:
+            text = (repo / name).read_text(encoding="utf-8")
+        except (FileNotFoundError, UnicodeDecodeError):
+            continue  # deleted in the working tree, or not text
+        hits += [
+            f"{name}:{number}"
+            for number, line in enumerate(text.splitlines(), 1)
+            if PAPER_BY_FILE_NUMBER.search(line)
+        ]
+    assert not hits, "cite the paper by short name (docs/references.md):\n" + "\n".join(hits)
+
+
+MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_readme_is_short_and_its_links_resolve(repo: Path) -> None:
+    """The README stays an overview; every relative link of it and of docs/ reaches a file."""
+    readme = repo / "README.md"
+    lines = len(readme.read_text().splitlines())
+    assert lines <= 300, f"README.md has {lines} lines: move details into docs/"
+    broken = []
+    for page in (readme, *sorted((repo / "docs").rglob("*.md"))):
+        text = re.sub(r"(?s)<!--.*?-->", "", page.read_text())
+        for target in MARKDOWN_LINK.findall(text):
+            path = target.split("#", 1)[0]
+            if not path or re.match(r"[a-z][a-z0-9+.-]*:", path):
+                continue  # an anchor in the page, or a URL
+            resolved = (page.parent / path).resolve()
+            if not resolved.exists() or not resolved.is_relative_to(repo.resolve()):
+                broken.append(f"{page.relative_to(repo)}: {target}")
+    assert not broken, "links to no file in the repository:\n" + "\n".join(broken)
