@@ -24,13 +24,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pyarrow.parquet as pq
 
+# Okabe-Ito colours: told apart with any colour vision
 GROUPS = (
-    ("accepted", "tab:green"),
-    ("length", "tab:orange"),
-    ("identifier-like", "tab:red"),
-    ("cut off / not JSON", "tab:gray"),
-    ("placeholder misuse", "tab:purple"),
-    ("copied / echoed", "tab:brown"),
+    ("accepted", "#0072B2"),
+    ("length", "#E69F00"),
+    ("identifier-like", "#D55E00"),
+    ("cut off / not JSON", "#999999"),
+    ("placeholder misuse", "#CC79A7"),
+    ("copied / echoed", "#56B4E9"),
 )
 
 
