@@ -131,3 +131,25 @@ def test_bad_input() -> None:
         canary_report(canaries, [])
     with pytest.raises(ConfigError, match="canary"):
         canary_report([], ["x"])
+
+
+def test_exposure_ranks_planted_canaries_among_references() -> None:
+    import math
+
+    from synthdeid.dplm.canaries import canary_exposure, make_canaries, reference_canaries
+
+    references = [float(v) for v in range(10, 1010, 10)]  # 100 references: 10 .. 1000
+    report = canary_exposure([5.0, 1005.0, 500.0], references, resamples=200)
+    assert report.references == 100 and report.ceiling == pytest.approx(math.log2(101))
+    # rank 1 (lowest perplexity) = the ceiling; rank 101 (highest) = 0; 500 beats 49 references
+    assert report.exposures[0] == pytest.approx(math.log2(101))
+    assert report.exposures[1] == pytest.approx(0.0)
+    assert report.exposures[2] == pytest.approx(math.log2(101) - math.log2(50))
+    assert report.maximum == pytest.approx(math.log2(101))
+    assert 1.3 < report.chance < 1.45  # uniform ranks: about log2(e) bits
+    planted = make_canaries(5, 7)
+    fresh = reference_canaries(planted, 30, 99)
+    assert len(fresh) == 30
+    assert not {c.phrase for c in fresh} & {c.phrase for c in planted}
+    with pytest.raises(ConfigError):
+        canary_exposure([], references)

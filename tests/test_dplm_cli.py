@@ -181,6 +181,10 @@ def test_audit_outputs(work: dict[str, Path]) -> None:
     assert (
         share["ci_lo"] <= share["estimate"] == outcomes["accepted"] / len(samples) <= share["ci_hi"]
     )
+    exposure = dp["exposure"]
+    assert exposure["references"] == 200 and len(exposure["exposures"]) == 3
+    assert all(0 <= e <= exposure["ceiling"] for e in exposure["exposures"])
+    assert "### Canary exposure" in (audit / "audit.md").read_text()
     assert "| dp | yes |" in (audit / "audit.md").read_text()
 
 

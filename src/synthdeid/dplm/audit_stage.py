@@ -41,7 +41,16 @@ from synthdeid.notes import read_notes
 
 log = logging.getLogger(__name__)
 
-SETTING_KEYS = {"near_threshold", "phrase_min_share", "resamples", "seed", "perplexity_parts"}
+SETTING_KEYS = {
+    "near_threshold",
+    "phrase_min_share",
+    "resamples",
+    "seed",
+    "perplexity_parts",
+    "exposure_references",
+}
+# reference canaries are drawn with the audit seed plus this, never the planting seed
+REFERENCE_SEED_OFFSET = 1_000_003
 DISTINCT_N = (1, 2, 3)
 
 
@@ -113,7 +122,12 @@ def quality_for(
     heldout: list[str],
     *,
     device: Any,
+    canaries: tuple[list[str], list[str]] | None = None,
+    resamples: int = 2000,
+    seed: int = 42,
 ) -> dict[str, Any]:
+    """Privacy record, held-out perplexity, distinct-n and lengths of one model; with
+    ``canaries`` (planted texts, reference texts) also the canaries' exposure."""
     from synthdeid.dplm.corpus import ControlCoder
     from synthdeid.dplm.model import load_lm
     from synthdeid.dplm.sampling import perplexity
@@ -131,7 +145,31 @@ def quality_for(
         device=device,
     )
     log.info("%s: held-out perplexity %.2f over %d tokens", name, ppl.perplexity, ppl.tokens)
+    exposure = None
+    if canaries is not None:
+        from synthdeid.dplm.canaries import canary_exposure
+
+        planted, references = (
+            perplexity(
+                model,
+                tokenizer,
+                [(coder.code(t), t) for t in texts],
+                max_length=int(lm["max_length"]),
+                device=device,
+            ).per_note
+            for texts in canaries
+        )
+        report = canary_exposure(planted, references, resamples=resamples, seed=seed)
+        exposure = report.to_json()
+        log.info(
+            "%s: canary exposure %.2f bits on average (chance %.2f, ceiling %.2f)",
+            name,
+            report.mean.estimate,
+            report.chance,
+            report.ceiling,
+        )
     return {
+        "exposure": exposure,
         "privacy": json.loads((model_dir / PRIVACY_FILE).read_text()),
         "perplexity": ppl.to_json(),
         "distinct": {f"distinct_{n}": distinct_n(samples, n) for n in DISTINCT_N},
@@ -172,6 +210,7 @@ def quality_markdown(quality: dict[str, dict[str, Any]], real_distinct: dict[str
             f"| {d['distinct_3']:.3f} | {s['median']:.0f} [{s['q1']:.0f}, {s['q3']:.0f}] "
             f"| {q['lengths']['ks_statistic']:.3f} |"
         )
+    exposures = {name: q["exposure"] for name, q in quality.items() if q.get("exposure")}
     real = next(iter(quality.values()))["lengths"]["real"]
     lines.append(
         f"| real held-out | | | | | | | | | {real_distinct['distinct_1']:.3f} "
@@ -187,6 +226,27 @@ def quality_markdown(quality: dict[str, dict[str, Any]], real_distinct: dict[str
         "Kolmogorov-Smirnov statistic of word counts, samples vs held-out real notes.",
         "",
     ]
+    if exposures:
+        first = next(iter(exposures.values()))
+        lines += [
+            "### Canary exposure",
+            "",
+            f"Each planted canary ranked by the model's perplexity among itself and "
+            f"{first['references']} canaries of the same generator that were never planted; "
+            "exposure = log2(R + 1) - log2(rank) (Carlini et al. 2019). A model that learnt "
+            f"nothing of the canaries scores {first['chance']:.2f} bits on average; one that "
+            f"learnt a canary by heart scores {first['ceiling']:.2f} for it.",
+            "",
+            "| model | mean exposure, bits [95% CI] | max | canaries above chance |",
+            "|---|---|---|---|",
+        ]
+        for name, e in exposures.items():
+            above = sum(x > e["chance"] for x in e["exposures"])
+            lines.append(
+                f"| {name} | {e['mean']['estimate']:.2f} [{e['mean']['ci_lo']:.2f}, "
+                f"{e['mean']['ci_hi']:.2f}] | {e['maximum']:.2f} | {above} / {len(e['exposures'])} |"
+            )
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -201,7 +261,7 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
 def run(args: argparse.Namespace) -> None:
     import torch
 
-    from synthdeid.dplm.canaries import canary_report
+    from synthdeid.dplm.canaries import canary_report, reference_canaries
     from synthdeid.dplm.canary_stage import read_canaries
     from synthdeid.dplm.memorization import (
         audit_markdown,
@@ -236,6 +296,10 @@ def run(args: argparse.Namespace) -> None:
     resamples = int(settings.get("resamples", 2000))
     seed = int(settings.get("seed", 42))
     index = RougeIndex(training)
+    references = reference_canaries(
+        canaries, int(settings.get("exposure_references", 200)), seed + REFERENCE_SEED_OFFSET
+    )
+    canary_texts = ([c.text for c in canaries], [c.text for c in references])
     audits, canary_reports, quality = {}, {}, {}
     for name, samples_path, model_dir in args.run:
         samples, outcomes = read_samples(samples_path)
@@ -258,7 +322,16 @@ def run(args: argparse.Namespace) -> None:
             resamples=resamples,
             seed=seed,
         )
-        quality[name] = quality_for(name, samples, model_dir, heldout, device=device)
+        quality[name] = quality_for(
+            name,
+            samples,
+            model_dir,
+            heldout,
+            device=device,
+            canaries=canary_texts,
+            resamples=resamples,
+            seed=seed,
+        )
         quality[name]["outcomes"] = outcomes
     real_distinct = {f"distinct_{n}": distinct_n(heldout, n) for n in DISTINCT_N}
     out = args.out_dir

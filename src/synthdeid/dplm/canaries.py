@@ -27,6 +27,11 @@ Canary test (:func:`canary_report`), for the samples of one model:
   phrase against the sample: its words appear in order, possibly with other
   words between them). A scrambled phrase is not a reproduction.
 
+Exposure (:func:`canary_exposure`): how much lower a model's perplexity is on
+the planted canaries than on canaries of the same generator it never saw
+(:func:`reference_canaries`), by rank; it reads the model, not its samples,
+so it tells a model that learnt the canaries without writing them out.
+
 Aggregates: mean best ROUGE-L over canaries with a 95% percentile bootstrap
 interval over canaries, the maximum, the number and share of canaries
 reproduced by at least one sample (95% Wilson interval over canaries), and the
@@ -375,3 +380,72 @@ def canary_report(
         len(samples),
     )
     return report
+
+
+def reference_canaries(planted: Sequence[Canary], count: int, seed: int) -> list[Canary]:
+    """``count`` canaries from the same generator that were never planted: drawn with
+    another ``seed``, none sharing a phrase or a place word with ``planted``."""
+    taken = {c.phrase.split(" near ")[-1].split()[0] for c in planted}
+    phrases = {c.phrase for c in planted}
+    drawn = make_canaries(min(count + len(planted), 2 * count + 8), seed)
+    fresh = [
+        c
+        for c in drawn
+        if c.phrase not in phrases and c.phrase.split(" near ")[-1].split()[0] not in taken
+    ]
+    return fresh[:count]
+
+
+@dataclass(frozen=True)
+class ExposureReport:
+    """Canary exposure (Carlini et al. 2019, "The Secret Sharer") of one model.
+
+    A planted canary's rank is its place among itself and the ``references``
+    never-planted canaries when all are sorted by the model's perplexity
+    (1 = the lowest); its exposure is ``log2(R + 1) - log2(rank)``. A model
+    that learnt nothing about the canaries ranks them uniformly at random:
+    mean exposure ``chance`` (about 1.44 bits); one that learnt a canary by
+    heart ranks it first: ``ceiling = log2(R + 1)``.
+    """
+
+    references: int
+    exposures: tuple[float, ...]  # per planted canary, in order
+    mean: Interval  # with a bootstrap interval over canaries
+    maximum: float
+    chance: float
+    ceiling: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "references": self.references,
+            "exposures": [float(e) for e in self.exposures],
+            "mean": interval_json(self.mean),
+            "maximum": float(self.maximum),
+            "chance": float(self.chance),
+            "ceiling": float(self.ceiling),
+        }
+
+
+def canary_exposure(
+    planted: Sequence[float],
+    references: Sequence[float],
+    *,
+    resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+) -> ExposureReport:
+    """Exposure of each planted canary from its perplexity and the references'."""
+    if not planted or not references:
+        raise ConfigError("canary exposure needs planted and reference canaries")
+    ordered = np.sort(np.asarray(references, dtype=np.float64))
+    total = len(ordered) + 1
+    ranks = 1 + np.searchsorted(ordered, np.asarray(planted, dtype=np.float64), side="left")
+    exposures = np.log2(total) - np.log2(ranks)
+    chance = float(np.log2(total) - np.mean(np.log2(np.arange(1, total + 1))))
+    return ExposureReport(
+        references=len(ordered),
+        exposures=tuple(float(e) for e in exposures),
+        mean=bootstrap_mean_interval(exposures, resamples=resamples, seed=seed),
+        maximum=float(exposures.max()),
+        chance=chance,
+        ceiling=float(np.log2(total)),
+    )
