@@ -33,9 +33,6 @@ WORDS = [
     "comfortably",
     "ambulating",
     "diet",
-    "seen",
-    "by",
-    "today",
 ]
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+from tests.dplm_helpers import WORDS
 from tests.synthesis_helpers import allowlist, validator
 
 from synthdeid.dplm.corpus import (
@@ -50,29 +51,6 @@ from synthdeid.errors import ConfigError
 from synthdeid.synthesis.prompts import seed_variant
 
 CPU = torch.device("cpu")
-WORDS = [
-    "patient",
-    "stable",
-    "overnight",
-    "pain",
-    "controlled",
-    "with",
-    "oral",
-    "medication",
-    "family",
-    "visited",
-    "nurse",
-    "noted",
-    "fever",
-    "resolved",
-    "pressure",
-    "rate",
-    "rhythm",
-    "breathing",
-    "comfortably",
-    "ambulating",
-    "diet",
-]
 SCRATCH = ScratchConfig(
     n_layer=1, n_head=2, n_embd=32, n_positions=96, vocab_size=400, min_frequency=2
 )
