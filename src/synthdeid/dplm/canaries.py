@@ -382,18 +382,18 @@ def canary_report(
     return report
 
 
+def _place(canary: Canary) -> str:
+    """The invented place word of a canary's phrase (``... near <place> <building>``)."""
+    return canary.phrase.rsplit(" near ", 1)[1].split()[0]
+
+
 def reference_canaries(planted: Sequence[Canary], count: int, seed: int) -> list[Canary]:
     """``count`` canaries from the same generator that were never planted: drawn with
-    another ``seed``, none sharing a phrase or a place word with ``planted``."""
-    taken = {c.phrase.split(" near ")[-1].split()[0] for c in planted}
-    phrases = {c.phrase for c in planted}
-    drawn = make_canaries(min(count + len(planted), 2 * count + 8), seed)
-    fresh = [
-        c
-        for c in drawn
-        if c.phrase not in phrases and c.phrase.split(" near ")[-1].split()[0] not in taken
-    ]
-    return fresh[:count]
+    another ``seed``, none sharing a place word (hence a phrase) with ``planted``.
+    A draw's place words are unique, so ``count + len(planted)`` draws are enough."""
+    taken = {_place(c) for c in planted}
+    drawn = make_canaries(count + len(planted), seed)
+    return [c for c in drawn if _place(c) not in taken][:count]
 
 
 @dataclass(frozen=True)

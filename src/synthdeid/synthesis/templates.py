@@ -190,15 +190,16 @@ def llm_templates(
     from synthdeid.llm.base import request_hash
 
     mix = placeholder_mix({job.seed.note_id: job.seed.text for job in jobs}.values())
+    seeds = [job.request_seed(base_seed) for job in jobs]
     requests = [
         prompt.request(
             job.variant,
             job.seed.text,
             generation=generation,
-            seed=job.request_seed(base_seed),
-            stand_in=job.variant.stand_in(mix, job.request_seed(base_seed)),
+            seed=seed,
+            stand_in=job.variant.stand_in(mix, seed),
         )
-        for job in jobs
+        for job, seed in zip(jobs, seeds, strict=True)
     ]
     results = backend.complete_many(requests, progress=progress)
     report = GenerationReport()
