@@ -183,10 +183,12 @@ def test_predicted_text_must_match(tables: dict[str, Path], tmp_path: Path) -> N
     assert evaluate(tables["gold"], path, tmp_path / "eval_changed") == 2
 
 
-def compare(out: Path, *runs: str, reference: str | None = None) -> int:
+def compare(out: Path, *runs: str, reference: str | None = None, arms: tuple[str, ...] = ()) -> int:
     argv = ["compare-ner", "--out-dir", str(out), "--resamples", "200"]
     for run in runs:
         argv += ["--run", run]
+    for arm in arms:
+        argv += ["--arm", arm]
     if reference:
         argv += ["--reference", reference]
     return main(argv)
@@ -201,6 +203,7 @@ def test_compare_runs(tables: dict[str, Path], tmp_path: Path) -> None:
     )
     assert code == 0
     names = {"runs.csv", "runs.md", "paired_tests.csv", "paired_tests.md", "comparison.json"}
+    names |= {"arms.csv", "arms.md", "arm_tests.csv"}
     assert names | {"runs.png"} == {p.name for p in out.iterdir()}
     with (out / "runs.csv").open() as handle:
         runs = {row["run"]: row for row in csv.DictReader(handle)}
@@ -217,6 +220,43 @@ def test_compare_runs(tables: dict[str, Path], tmp_path: Path) -> None:
     assert comparison["tests"]["perfect"]["m"] == 4
 
 
+def test_compare_aggregates_arms_over_training_seeds(
+    tables: dict[str, Path], tmp_path: Path
+) -> None:
+    evaluate(tables["gold"], tables["weak"], tmp_path / "weak")
+    evaluate(tables["gold"], tables["perfect"], tmp_path / "perfect")
+    out = tmp_path / "arms"
+    runs = [
+        f"base-seed1={tmp_path / 'weak'}",
+        f"base-seed2={tmp_path / 'perfect'}",
+        f"other-seed1={tmp_path / 'perfect'}",
+        f"other-seed2={tmp_path / 'perfect'}",
+    ]
+    arms = ("base-seed1=base", "base-seed2=base", "other-seed1=other", "other-seed2=other")
+    assert compare(out, *runs, reference="base-seed1", arms=arms) == 0
+    with (out / "arms.csv").open() as handle:
+        rows = {row["arm"]: row for row in csv.DictReader(handle)}
+    assert set(rows) == {"base", "other"}
+    weak_f1 = json.loads((tmp_path / "weak" / "metrics.json").read_text())["headline"][
+        "span_overlap_f1"
+    ]["estimate"]
+    base = rows["base"]
+    assert base["seeds"] == "2" and base["reference"] == "True"
+    assert float(base["span_overlap_f1_mean"]) == pytest.approx((weak_f1 + 1.0) / 2)
+    assert float(base["span_overlap_f1_sd"]) == pytest.approx(abs(1.0 - weak_f1) / 2**0.5)
+    # two identical seeds: no spread, so the t-interval collapses onto the mean
+    assert float(rows["other"]["span_overlap_f1_sd"]) == 0.0
+    with (out / "arm_tests.csv").open() as handle:
+        tests = {row["metric"]: row for row in csv.DictReader(handle)}
+    assert tests["span_overlap_f1"]["arm"] == "other"
+    assert tests["span_overlap_f1"]["seeds_paired"] == "True"
+    assert float(tests["span_overlap_f1"]["diff"]) == pytest.approx(1.0 - (weak_f1 + 1.0) / 2)
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["reference_arm"] == "base"
+    assert comparison["arms"]["other"]["runs"] == ["other-seed1", "other-seed2"]
+    assert "SD n/a" not in (out / "arms.md").read_text()
+
+
 def test_compare_single_run(tables: dict[str, Path], tmp_path: Path) -> None:
     evaluate(tables["gold"], tables["weak"], tmp_path / "weak")
     out = tmp_path / "single"
@@ -225,6 +265,8 @@ def test_compare_single_run(tables: dict[str, Path], tmp_path: Path) -> None:
         assert list(csv.DictReader(handle)) == []
     assert (out / "runs.png").is_file()
     assert "single run" in (out / "paired_tests.md").read_text()
+    # one seed: its spread is not defined, and says so
+    assert "SD n/a" in (out / "arms.md").read_text()
 
 
 def test_compare_refuses_runs_on_other_documents(tables: dict[str, Path], tmp_path: Path) -> None:
@@ -232,4 +274,73 @@ def test_compare_refuses_runs_on_other_documents(tables: dict[str, Path], tmp_pa
     evaluate(tables["gold"], tables["perfect"], tmp_path / "both", "--parts", "holdout,train")
     out = tmp_path / "bad"
     assert compare(out, f"weak={tmp_path / 'weak'}", f"both={tmp_path / 'both'}") == 2
+    assert not out.exists()
+
+
+def test_compare_refuses_an_arm_for_an_unknown_run(tables: dict[str, Path], tmp_path: Path) -> None:
+    evaluate(tables["gold"], tables["weak"], tmp_path / "weak")
+    out = tmp_path / "bad_arm"
+    assert compare(out, f"weak={tmp_path / 'weak'}", arms=("nope=arm",)) == 2
+    assert not out.exists()
+
+
+def mixture_summary(path: Path, notes: int, synthetic: int) -> Path:
+    """The fields of a build-mixture summary that the study table reads."""
+    path.write_text(
+        json.dumps({"n_train_total": notes, "realized_synthetic_fraction": synthetic / notes})
+    )
+    return path
+
+
+def test_tabulate_study_writes_one_row_per_arm_with_sizes_epsilon_and_deltas(
+    tables: dict[str, Path], tmp_path: Path
+) -> None:
+    evaluate(tables["gold"], tables["weak"], tmp_path / "weak")
+    evaluate(tables["gold"], tables["perfect"], tmp_path / "perfect")
+    compared = tmp_path / "compare"
+    runs = [
+        f"real-seed1={tmp_path / 'weak'}",
+        f"real-seed2={tmp_path / 'weak'}",
+        f"dp-seed1={tmp_path / 'perfect'}",
+    ]
+    arms = ("real-seed1=real", "real-seed2=real", "dp-seed1=dp")
+    assert compare(compared, *runs, reference="real-seed1", arms=arms) == 0
+    privacy = tmp_path / "privacy.json"
+    privacy.write_text(json.dumps({"epsilon": 3.99, "delta": 1e-4}))
+    out = tmp_path / "study"
+    argv = ["tabulate-study", "--comparison", str(compared / "comparison.json")]
+    argv += ["--mixture", f"real-seed1={mixture_summary(tmp_path / 'm1.json', 100, 0)}"]
+    argv += ["--mixture", f"real-seed2={mixture_summary(tmp_path / 'm2.json', 100, 0)}"]
+    argv += ["--mixture", f"dp-seed1={mixture_summary(tmp_path / 'm3.json', 120, 20)}"]
+    argv += ["--privacy", f"dp-seed1={privacy}", "--title", "Unit study", "--out-dir", str(out)]
+    assert main(argv) == 0
+    with (out / "study.csv").open() as handle:
+        rows = {row["arm"]: row for row in csv.DictReader(handle)}
+    assert rows["real"]["reference"] == "True" and rows["real"]["seeds"] == "2"
+    assert float(rows["dp"]["train_notes"]) == 120
+    assert float(rows["dp"]["synthetic_share"]) == pytest.approx(20 / 120)
+    assert float(rows["dp"]["epsilon"]) == 3.99
+    # undefined figures are empty, never 0: no epsilon without DP, no SD of one seed
+    assert rows["real"]["epsilon"] == "" and rows["dp"]["span_overlap_f1_sd"] == ""
+    weak_f1 = json.loads((tmp_path / "weak" / "metrics.json").read_text())["headline"][
+        "span_overlap_f1"
+    ]["estimate"]
+    assert float(rows["dp"]["span_overlap_f1_diff"]) == pytest.approx(1.0 - weak_f1)
+    table = (out / "study.md").read_text()
+    assert table.startswith("# Unit study")
+    assert "real (reference)" in table and "16.7%" in table and "3.99" in table
+    assert "n/a" in table  # the reference's epsilon
+    assert (out / "study.png").stat().st_size > 5_000
+
+
+def test_tabulate_study_refuses_a_summary_of_an_unknown_run(
+    tables: dict[str, Path], tmp_path: Path
+) -> None:
+    evaluate(tables["gold"], tables["weak"], tmp_path / "weak")
+    compared = tmp_path / "compare"
+    assert compare(compared, f"weak={tmp_path / 'weak'}") == 0
+    out = tmp_path / "study"
+    argv = ["tabulate-study", "--comparison", str(compared / "comparison.json")]
+    argv += ["--mixture", f"other={mixture_summary(tmp_path / 'm.json', 10, 0)}"]
+    assert main([*argv, "--out-dir", str(out)]) == 2
     assert not out.exists()

@@ -20,7 +20,12 @@ RULES = sorted((REPO / "workflow" / "rules").glob("*.smk"))
 LOCAL_ONLY_NAMES = ("removed_values", "leftovers", "offsets")
 # the rules that may read a local-only artifact: each uses it to screen its own
 # output for seed PHI (the request guard and the pools' seed-PHI screen)
-LOCAL_READERS = {"generate_templates", "fill_templates", "sample_dp_lm"}
+LOCAL_READERS = {
+    "generate_templates",
+    "fill_templates",
+    "fill_control_templates",
+    "sample_dp_lm",
+}
 
 
 def test_local_path_puts_the_artifact_in_a_local_folder_beside_the_output() -> None:
@@ -64,8 +69,12 @@ def _rule_blocks() -> dict[str, str]:
     """rule name -> its text, over every rule file of the workflow."""
     blocks: dict[str, str] = {}
     for path in RULES:
-        parts = re.split(r"^rule (\w+):", path.read_text(), flags=re.MULTILINE)
-        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        # plain rules and rules inherited with `use rule ... as NAME with:`
+        parts = re.split(
+            r"^(?:rule (\w+):|use rule \w+ as (\w+) with:)", path.read_text(), flags=re.MULTILINE
+        )
+        names = [a or b for a, b in zip(parts[1::3], parts[2::3], strict=True)]
+        for name, body in zip(names, parts[3::3], strict=True):
             blocks[name] = body
     return blocks
 

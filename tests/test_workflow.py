@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -500,6 +501,85 @@ def test_tapt_on_own_notes_is_one_switch_on_a_run(workdir: Path) -> None:
     # the run's own mixture feeds the adaptation; the mixture itself is not rebuilt
     assert "results/build_mixture/demo/surrogate_aug/train.parquet" in result.stdout
     assert "results/tapt_encoder/demo/own/surrogate_aug/model" in result.stdout
+
+
+def sweep_config(workdir: Path, name: str, fractions: list[float], seeds: list[int]) -> str:
+    """The demo config plus one run swept over ``fractions`` and ``seeds``; its path."""
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    config["ner"]["runs"].append(
+        {
+            "name": "sweep",
+            "pools": ["surrogates"],
+            "mixture": {"regime": "augmentation", "seed": 1},
+            "sweep": {"synthetic_fraction": fractions},
+            "training_seeds": seeds,
+        }
+    )
+    path = workdir / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def mixture_targets(fractions: list[str], seeds: list[int]) -> list[str]:
+    return [
+        f"results/build_mixture/demo/sweep-syn{f}-seed{s}/summary.json"
+        for f in fractions
+        for s in seeds
+    ]
+
+
+def test_a_swept_run_expands_into_named_runs_and_new_values_add_only_theirs(
+    workdir: Path,
+) -> None:
+    first = sweep_config(workdir, "sweep-1", [0.25, 0.5], [1, 2])
+    planned = snakemake(workdir, "-n", "--configfile", first)
+    # four new runs, each a whole branch; no existing run is touched
+    assert planned_jobs(planned.stdout) == {
+        "build_mixture": 4,
+        "train_ner": 4,
+        "predict_ner": 4,
+        "evaluate_ner": 4,
+        "compare_ner": 1,
+        "all": 1,
+    }
+    commands = snakemake(workdir, "-n", "-p", "--configfile", first)
+    # the training seed reaches train_ner's settings; the mixture keeps its draw seed
+    assert '"seed":2' in commands.stdout
+    assert "--run sweep-syn50-seed2" in commands.stdout
+    # build the four mixtures (cheap), then add a fraction and a seed
+    snakemake(workdir, "--configfile", first, *mixture_targets(["25", "50"], [1, 2]))
+    summary = json.loads(
+        (workdir / "results/build_mixture/demo/sweep-syn25-seed2/summary.json").read_text()
+    )
+    assert summary["target_synthetic_fraction"] == 0.25
+    second = sweep_config(workdir, "sweep-2", [0.25, 0.5, 0.9], [1, 2, 3])
+    more = snakemake(
+        workdir,
+        "-n",
+        "--configfile",
+        second,
+        *mixture_targets(["25", "50", "90"], [1, 2, 3]),
+    )
+    # 9 mixtures asked for, 4 already built with unchanged params: only the 5 new ones run
+    assert planned_jobs(more.stdout) == {"build_mixture": 5}
+    assert "output: results/build_mixture/demo/sweep-syn25-seed1/" not in more.stdout
+    assert "output: results/build_mixture/demo/sweep-syn90-seed3/" in more.stdout
+
+
+def test_the_study_target_tabulates_every_arm_of_the_demo(workdir: Path) -> None:
+    snakemake(workdir, "study")
+    out = workdir / "results" / "tabulate_study" / "demo"
+    table = (out / "study.md").read_text()
+    for arm in ("real_only (reference)", "surrogate_aug", "real_surrogate_ensemble"):
+        assert arm in table
+    with (out / "study.csv").open() as handle:
+        rows = {row["arm"]: row for row in csv.DictReader(handle)}
+    # an ensemble has no mixture of its own: its sizes are undefined, not 0
+    assert rows["real_surrogate_ensemble"]["train_notes"] == ""
+    assert float(rows["surrogate_aug"]["synthetic_share"]) > 0
+    assert rows["real_only"]["span_overlap_f1_diff"] == ""
+    assert rows["surrogate_aug"]["span_overlap_f1_p"] != ""
+    assert (out / "study.png").stat().st_size > 10_000
 
 
 def test_own_tapt_settings_leave_runs_without_it_alone(workdir: Path) -> None:

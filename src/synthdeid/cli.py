@@ -137,6 +137,10 @@ STAGES: dict[str, Stage] = {
         "synthdeid.evaluation.compare",
         "Compare evaluated NER runs: a table with intervals and paired tests (compare-ner).",
     ),
+    "tabulate-study": Stage(
+        "synthdeid.evaluation.study_stage",
+        "The study table and forest plot: every arm against the reference arm (tabulate-study).",
+    ),
     "compare-teacher": Stage(
         "synthdeid.teacher.compare_stage",
         "Teacher vs. student per PHI category, and the noise of the silver labels (compare-teacher).",

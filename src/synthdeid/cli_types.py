@@ -113,6 +113,14 @@ def named_input_dir(value: str) -> tuple[str, Path]:
     return named(value, input_dir, "NAME=DIR")
 
 
+def name_pair(value: str) -> tuple[str, str]:
+    """``NAME=VALUE`` of two names (``--arm RUN=ARM``); the first ``=`` splits."""
+    name, sep, rest = value.partition("=")
+    if not sep or not name or not rest:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {value!r}")
+    return name, rest
+
+
 def positive_int(value: str) -> int:
     """A count or size that must be at least 1 (batch sizes, threads, repeats, ...)."""
     number = _int(value)

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shlex
 from pathlib import Path
 
@@ -10,6 +11,8 @@ from snakemake.utils import validate
 
 from synthdeid.labels import CANONICAL_LABELS, coarse_view
 from synthdeid.errors import ConfigError
+from synthdeid.ner.sweeps import ARM, expand_runs
+from synthdeid.ner.sweeps import arms as run_arms
 from synthdeid.readers import get_reader
 from synthdeid.split import check_fractions
 from synthdeid.surrogate.keying import (
@@ -160,8 +163,11 @@ TEMPLATE = config["synth"]["template"]
 LLM_CACHE_DIR = "cache/llm_responses"
 
 
-def template_settings():
-    """The generate_templates slice of synth.template, as JSON (pools settings excluded)."""
+def template_settings(backend=None):
+    """The generate_templates slice of synth.template, as JSON (pools settings excluded).
+
+    backend replaces synth.template.backend (the control pool's backend none).
+    """
     keys = (
         "backend",
         "variants",
@@ -171,7 +177,10 @@ def template_settings():
         "guard",
         "seed_sample",
     )
-    return as_json({key: TEMPLATE[key] for key in keys})
+    settings = {key: TEMPLATE[key] for key in keys}
+    if backend is not None:
+        settings["backend"] = backend
+    return as_json(settings)
 
 
 def template_gpus(wildcards):
@@ -341,12 +350,26 @@ def tabular_verbalize_gpus(wildcards):
 # ------------------------------------------------------------ de-identification models
 
 NER = config["ner"]
-NER_RUNS = {run["name"]: run for run in NER["runs"]}
-REFERENCE_RUN = NER["reference_run"] or NER["runs"][0]["name"]
-if REFERENCE_RUN not in NER_RUNS:
+# every configured run with its sweep and training seeds expanded into named runs
+try:
+    NER_RUNS = {
+        run["name"]: run
+        for run in expand_runs(NER["runs"], NER["training_seeds"], NER["arm_seeds"])
+    }
+except ConfigError as exc:
+    raise WorkflowError(f"config: {exc}") from None
+# arm -> its runs (one per training seed); compare_ner aggregates each arm over them
+NER_ARMS = run_arms(NER_RUNS.values())
+REFERENCE_ARM = NER["reference_run"] or next(iter(NER_ARMS))
+if REFERENCE_ARM in NER_RUNS:
+    REFERENCE_ARM = NER_RUNS[REFERENCE_ARM].get("arm") or REFERENCE_ARM
+if REFERENCE_ARM not in NER_ARMS:
     raise WorkflowError(
-        f"ner.reference_run {REFERENCE_RUN!r} is not one of the runs {sorted(NER_RUNS)}"
+        f"ner.reference_run {REFERENCE_ARM!r} is neither a run nor an arm: runs "
+        f"{sorted(NER_RUNS)}, arms {sorted(NER_ARMS)}"
     )
+# the run-level reference: the reference arm's first training seed
+REFERENCE_RUN = NER_ARMS[REFERENCE_ARM][0]
 # runs that average trained runs' token probabilities instead of training a model
 ENSEMBLE_RUNS = {
     name: run["members"] for name, run in NER_RUNS.items() if "members" in run
@@ -380,6 +403,11 @@ POOLS = {
         "results/fill_templates/{corpus}/no_pii.parquet",
         ["synthetic"],
     ),
+    # the control of the template pool: backend none on the same seeds
+    "template_none": (
+        "results/fill_templates/{corpus}/control/pii.parquet",
+        ["synthetic"],
+    ),
     "dplm_pii": ("results/sample_dp_lm/{corpus}/dp/pii.parquet", ["synthetic"]),
     "dplm_no_pii": ("results/sample_dp_lm/{corpus}/dp/no_pii.parquet", ["synthetic"]),
     "tabular_reports": (
@@ -391,11 +419,13 @@ POOLS = {
 TAPT_MODELS = {
     "dplm": "results/tapt_encoder/{corpus}/dplm/model",
     "own": "results/tapt_encoder/{corpus}/own/{run}/model",
+    "seeds_masked": "results/tapt_encoder/{corpus}/seeds_masked/model",
+    "seeds_surrogates": "results/tapt_encoder/{corpus}/seeds_surrogates/model",
 }
 
 
 wildcard_constraints:
-    run="|".join(NER_RUNS),
+    run="|".join(re.escape(name) for name in NER_RUNS),
 
 
 def pool_files(wildcards):
@@ -511,9 +541,64 @@ def evaluation_outputs(wildcards):
     }
 
 
+SEED_TEXT_NOTES = {
+    "masked": "results/mask_seeds/{corpus}/masked.parquet",
+    "surrogates": "results/replace_surrogates/{corpus}/notes.parquet",
+}
+
+
+def seed_text_notes(wildcards):
+    """The seed notes TAPT reads: masked (mask_seeds) or with surrogates (replace_surrogates)."""
+    return SEED_TEXT_NOTES[wildcards.text].format(corpus=wildcards.corpus)
+
+
+def dp_model_runs():
+    """Runs whose training data passed through the DP language model: its pools, or tapt: dplm."""
+    return [
+        run
+        for run, entry in NER_RUNS.items()
+        if entry.get("tapt") == "dplm"
+        or any(p.startswith("dplm_") for p in entry.get("pools", []))
+    ]
+
+
+def study_inputs(wildcards):
+    """Each trained run's mixture summary, and the DP model's privacy record where used."""
+    inputs = {
+        f"mixture_{run}": f"results/build_mixture/{wildcards.corpus}/{run}/summary.json"
+        for run in NER_RUNS
+        if run not in ENSEMBLE_RUNS
+    }
+    if dp_model_runs():
+        inputs["privacy"] = f"results/train_dp_lm/{wildcards.corpus}/dp/privacy.json"
+    return inputs
+
+
+def study_arguments(wildcards, input):
+    """--mixture RUN=SUMMARY per trained run, --privacy RUN=PRIVACY per DP-model run."""
+    arguments = [
+        f"--mixture {shlex.quote(run)}={shlex.quote(input[f'mixture_{run}'])}"
+        for run in NER_RUNS
+        if run not in ENSEMBLE_RUNS
+    ]
+    arguments += [
+        f"--privacy {shlex.quote(f'{run}={input.privacy}')}" for run in dp_model_runs()
+    ]
+    return " ".join(arguments)
+
+
 def run_arguments(wildcards, input):
-    """--run NAME=DIR for compare_ner, from the metrics files of every run."""
-    return " ".join(f"--run {run}={Path(input[run]).parent}" for run in NER_RUNS)
+    """--run NAME=DIR for compare_ner, from the metrics files of every run, and
+    --arm NAME=ARM for each run of an arm with training seeds or a sweep."""
+    arguments = [
+        f"--run {shlex.quote(f'{run}={Path(input[run]).parent}')}" for run in NER_RUNS
+    ]
+    arguments += [
+        f"--arm {shlex.quote(f'{run}={entry[ARM]}')}"
+        for run, entry in NER_RUNS.items()
+        if entry.get(ARM) and entry[ARM] != run
+    ]
+    return " ".join(arguments)
 
 
 # ------------------------------------------------------------ teacher labelling
@@ -539,10 +624,21 @@ def teacher_folder(name, subset):
     return f"results/{step}/{{corpus}}/{name}/{subset}"
 
 
+def named_run(name):
+    """The run a teacher names: a run, or an arm's first training seed (None: neither)."""
+    if name in NER_RUNS:
+        return name
+    return NER_ARMS[name][0] if name in NER_ARMS else None
+
+
 def teacher_model_run(name):
     """The ner run whose model a model teacher applies (None: a model directory path)."""
-    entry = TEACHERS[name]
-    return entry.get("model") if entry.get("model") in NER_RUNS else None
+    return named_run(TEACHERS[name].get("model"))
+
+
+def student_run(name):
+    """The ner run a teacher's student is (its arm's first training seed for an arm)."""
+    return named_run(TEACHERS[name]["student"])
 
 
 def teacher_dependencies(name):
@@ -583,7 +679,7 @@ def check_teachers():
                 f"{where}: a model teacher needs model (an ner run or a path)"
             )
         student = entry.get("student")
-        if student and f"silver_{name}" not in NER_RUNS.get(student, {}).get(
+        if student and f"silver_{name}" not in NER_RUNS.get(named_run(student), {}).get(
             "pools", []
         ):
             raise WorkflowError(
@@ -696,12 +792,12 @@ def teacher_skip_unpredicted(wildcards):
 
 
 def student_metrics(wildcards):
-    student = TEACHERS[wildcards.teacher]["student"]
+    student = student_run(wildcards.teacher)
     return f"results/evaluate_ner/{wildcards.corpus}/{student}/metrics.json"
 
 
 def teacher_student_arguments(wildcards, input):
-    student = TEACHERS[wildcards.teacher]["student"]
+    student = student_run(wildcards.teacher)
     teacher = shlex.quote(f"{wildcards.teacher}={Path(input.teacher).parent}")
     student_arg = shlex.quote(f"{student}={Path(input.student).parent}")
     return f"--teacher {teacher} --student {student_arg}"

@@ -56,6 +56,39 @@ rule tapt_encoder_own:
         " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"
 
 
+rule tapt_encoder_seeds:
+    """Task-adaptive pretraining on the seed notes' text, masked or with surrogates (runs with `tapt: seeds_masked` / `seeds_surrogates`).
+
+    The pseudo-data ablation (PseudoData): the same notes and ner.tapt
+    settings, once with placeholders ([[DOCTOR_1]]) where the PHI was and once
+    with keyed surrogate PHI, so the two encoders differ only in that text.
+    GPU rule: one GPU on SLURM.
+    """
+    input:
+        notes=seed_text_notes,
+    output:
+        model=directory("results/tapt_encoder/{corpus}/seeds_{text}/model"),
+    log:
+        "logs/tapt_encoder/{corpus}/seeds_{text}.log",
+    benchmark:
+        "benchmarks/tapt_encoder/{corpus}/seeds_{text}.tsv"
+    wildcard_constraints:
+        text="masked|surrogates",
+    conda:
+        "../../envs/gpu.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=12000,
+        runtime=120,
+    params:
+        parts=config["mask"]["parts"],
+        settings=as_json({**NER["tapt"], "model": NER["training"]["model"]}),
+    shell:
+        "synthdeid --log {log:q} tapt --corpus {input.notes:q} --parts {params.parts:q}"
+        " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"
+
+
 rule train_ner:
     """Fine-tune a token-classification de-identification model on one run's mixture.
 
@@ -196,13 +229,17 @@ rule compare_ner:
     """Compare every run with the reference run: leakage and F1 with CIs, paired bootstrap tests.
 
     Paired tests use the same document resamples for both runs, with a
-    Bonferroni correction across labels (SHIELD).
+    Bonferroni correction across labels (SHIELD). Runs of one arm (one
+    configuration, several training seeds) are also summarized over their
+    seeds, and each arm is tested against the reference arm (arms.csv).
     """
     input:
         unpack(evaluation_outputs),
     output:
         runs="results/compare_ner/{corpus}/runs.csv",
         tests="results/compare_ner/{corpus}/paired_tests.csv",
+        arms="results/compare_ner/{corpus}/arms.csv",
+        comparison="results/compare_ner/{corpus}/comparison.json",
         figure=report(
             "results/compare_ner/{corpus}/runs.png",
             caption="../report/runs.rst",
@@ -222,3 +259,43 @@ rule compare_ner:
         "synthdeid --log {log:q} compare-ner {params.runs} --reference {params.reference:q}"
         " --resamples {params.resamples} --seed {params.seed}"
         " --out-dir $(dirname {output.runs:q})"
+
+
+rule tabulate_study:
+    """The study table and forest plot: every arm against the reference arm.
+
+    Per arm: training notes and realized synthetic share (build_mixture),
+    epsilon where its data passed through the DP language model, F1 / recall /
+    precision / document leakage as mean +- SD over training seeds with the
+    document bootstrap interval, and the difference from the reference arm by
+    the two-level paired bootstrap.
+    """
+    input:
+        unpack(study_inputs),
+        comparison=rules.compare_ner.output.comparison,
+    output:
+        table="results/tabulate_study/{corpus}/study.csv",
+        markdown="results/tabulate_study/{corpus}/study.md",
+        figure=report(
+            "results/tabulate_study/{corpus}/study.png",
+            caption="../report/study.rst",
+            category="De-identification",
+            subcategory="study",
+        ),
+    log:
+        "logs/tabulate_study/{corpus}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        arguments=study_arguments,
+        title=config["ner"]["study_title"],
+    shell:
+        "synthdeid --log {log:q} tabulate-study --comparison {input.comparison:q}"
+        " {params.arguments} --title {params.title:q} --out-dir $(dirname {output.table:q})"
+
+
+rule study:
+    """Target: the study table and figure of the configured corpus (snakemake study)."""
+    input:
+        f"results/tabulate_study/{CORPUS}/study.md",
+        f"results/tabulate_study/{CORPUS}/study.png",

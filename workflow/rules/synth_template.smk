@@ -78,6 +78,47 @@ rule fill_templates:
         " --removals {output.removals:q} --summary {output.summary:q}"
 
 
+use rule generate_templates as generate_control_templates with:
+    # The control of an LLM template pool: backend none on the same seeds (each
+    # masked seed its own template), for mixtures that pool template_none.
+    output:
+        templates="results/generate_templates/{corpus}/control/templates.parquet",
+        summary="results/generate_templates/{corpus}/control/summary.json",
+        sent="results/generate_templates/{corpus}/control/local/templates.sent_requests.parquet",
+    log:
+        "logs/generate_templates/{corpus}/control.log",
+    benchmark:
+        "benchmarks/generate_templates/{corpus}/control.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    resources:
+        gpu=0,
+    params:
+        settings=template_settings(backend={"kind": "none"}),
+        cache_dir=LLM_CACHE_DIR,
+
+
+use rule fill_templates as fill_control_templates with:
+    # backend none's templates are the seeds: no dedup against them (see synth.template.pools)
+    input:
+        templates=rules.generate_control_templates.output.templates,
+        notes=rules.split_notes.output.notes,
+        removed=rules.mask_seeds.output.removed,
+        allowlist=TEMPLATE["allowlist"],
+    output:
+        pii="results/fill_templates/{corpus}/control/pii.parquet",
+        no_pii="results/fill_templates/{corpus}/control/no_pii.parquet",
+        removals="results/fill_templates/{corpus}/control/removals.parquet",
+        summary="results/fill_templates/{corpus}/control/summary.json",
+    log:
+        "logs/fill_templates/{corpus}/control.log",
+    benchmark:
+        "benchmarks/fill_templates/{corpus}/control.tsv"
+    params:
+        settings=as_json({**TEMPLATE["pools"], "against_seeds": False}),
+        seed_parts=config["mask"]["parts"],
+
+
 rule diagnose_synthetic:
     """Synthetic-vs-real diagnostics (VetSynth, Tables 1, 3, 4; SHIELD, section 2.3).
 

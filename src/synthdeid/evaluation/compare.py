@@ -8,21 +8,35 @@ differ). Writes runs.csv / runs.md (one row per run, ranked as in VetSynth:
 document leakage first, span-overlap F1 second), paired_tests.csv / .md
 (each run against ``--reference``, per label and ALL), comparison.json and
 runs.png.
+
+Runs of one configuration with several training seeds form an *arm*
+(``--arm RUN=ARM``; a run without one is its own arm). arms.csv / arms.md
+summarize each arm over its seeds (mean +- SD, t-interval, document bootstrap
+interval) and arm_tests.csv tests each arm against the reference run's arm
+by the two-level paired bootstrap of :mod:`synthdeid.evaluation.arms`.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from synthdeid.artifacts import atomic_text, write_json_atomic
-from synthdeid.cli_types import named_input_dir, output_dir, positive_int
+from synthdeid.cli_types import name_pair, named_input_dir, output_dir, positive_int
 from synthdeid.errors import ConfigError, InputError
+from synthdeid.evaluation.arms import (
+    ARM_METRICS,
+    ArmMetric,
+    ArmSummary,
+    ArmTest,
+    arm_paired_test,
+    summarize_arm,
+)
 from synthdeid.evaluation.bootstrap import (
     ALPHA,
     N_RESAMPLES,
@@ -36,6 +50,7 @@ from synthdeid.evaluation.bootstrap import (
 )
 from synthdeid.evaluation.metrics import DEFINITIONS, LABEL_RATIOS, CountTable, order_labels
 from synthdeid.evaluation.report import (
+    NOT_AVAILABLE,
     PER_DOCUMENT,
     error_bars,
     format_interval,
@@ -45,6 +60,7 @@ from synthdeid.evaluation.report import (
     save_figure,
     write_csv,
 )
+from synthdeid.ner.sweeps import training_seed_of
 
 log = logging.getLogger(__name__)
 
@@ -255,6 +271,127 @@ def plot_runs(results: dict[str, BootstrapResult], reference: str, path: Path) -
     save_figure(fig, path)
 
 
+def group_arms(names: list[str], arm_of: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """Arm -> its runs, in run order; a run given no arm is its own."""
+    mapping = dict(arm_of)
+    unknown = sorted(set(mapping) - set(names))
+    if unknown:
+        raise ConfigError(f"--arm names runs that were not given with --run: {unknown}")
+    clashes = sorted(set(mapping.values()) & (set(names) - set(mapping)))
+    if clashes:
+        raise ConfigError(f"arm names {clashes} are also names of runs outside those arms")
+    arms: dict[str, list[str]] = {}
+    for name in names:
+        arms.setdefault(mapping.get(name, name), []).append(name)
+    return arms
+
+
+def compare_arms(
+    tables: dict[str, CountTable],
+    arms: dict[str, list[str]],
+    reference_arm: str,
+    weights: np.ndarray,
+    *,
+    seed: int,
+    alpha: float,
+) -> tuple[dict[str, ArmSummary], list[ArmTest]]:
+    """Every arm's summary, and each other arm tested against the reference arm."""
+    summaries = {
+        arm: summarize_arm(arm, {run: tables[run] for run in runs}, weights)
+        for arm, runs in arms.items()
+    }
+    reference_runs = arms[reference_arm]
+    reference_seeds = [training_seed_of(run, reference_arm) for run in reference_runs]
+    others = [arm for arm in arms if arm != reference_arm]
+    tests = [
+        arm_paired_test(
+            arm,
+            {run: tables[run] for run in arms[arm]},
+            reference_arm,
+            {run: tables[run] for run in reference_runs},
+            weights,
+            metric=metric,
+            seeds=[training_seed_of(run, arm) for run in arms[arm]],
+            reference_seeds=reference_seeds,
+            rng_seed=seed,
+            alpha=alpha,
+            m=len(others),
+        )
+        for metric in ARM_METRICS
+        for arm in others
+    ]
+    return summaries, tests
+
+
+def arm_rows(summaries: dict[str, ArmSummary], reference_arm: str) -> list[dict[str, Any]]:
+    rows = []
+    for arm, summary in summaries.items():
+        row: dict[str, Any] = {
+            "arm": arm,
+            "reference": arm == reference_arm,
+            "seeds": len(summary.runs),
+            "runs": " ".join(summary.runs),
+        }
+        for metric, value in summary.metrics.items():
+            row.update({f"{metric}_{key}": v for key, v in value.as_dict().items()})
+        rows.append(row)
+    return rows
+
+
+def format_seed_spread(value: ArmMetric) -> str:
+    """``mean +- SD [t-interval]``, or the mean and n/a with one seed."""
+    if value.sd is None or value.t_lo is None or value.t_hi is None:
+        return f"{value.mean:.3f} (SD {NOT_AVAILABLE})"
+    return f"{value.mean:.3f} +- {value.sd:.3f} [{value.t_lo:.3f}, {value.t_hi:.3f}]"
+
+
+def arms_markdown(
+    summaries: dict[str, ArmSummary], reference_arm: str, tests: list[ArmTest]
+) -> str:
+    lines = [
+        "# Arms over training seeds",
+        "",
+        "Each cell: mean over the arm's training seeds +- SD [t-interval over seeds], then "
+        "the document bootstrap 95% interval of that mean. SD and t-interval are n/a for "
+        "an arm with one seed. Tests: two-level paired bootstrap (documents and seeds) of "
+        f"arm - {reference_arm}, Bonferroni across arms.",
+        "",
+    ]
+    lines += markdown_table(
+        ["arm", "seeds", *ARM_METRICS],
+        [
+            [
+                arm + (" (reference)" if arm == reference_arm else ""),
+                str(len(summary.runs)),
+                *(
+                    f"{format_seed_spread(summary.metrics[m])}; "
+                    f"CI [{summary.metrics[m].ci_lo:.3f}, {summary.metrics[m].ci_hi:.3f}]"
+                    for m in ARM_METRICS
+                ),
+            ]
+            for arm, summary in summaries.items()
+        ],
+    )
+    if tests:
+        lines += ["", "## Against the reference arm", ""]
+        lines += markdown_table(
+            ["arm", "metric", "seeds", "diff [95% CI]", "p", "p_bonf", "sig."],
+            [
+                [
+                    t.arm,
+                    t.metric,
+                    f"{t.seeds} vs {t.reference_seeds}" + (" (paired)" if t.seeds_paired else ""),
+                    f"{t.diff:+.3f} [{t.diff_lo:+.3f}, {t.diff_hi:+.3f}]",
+                    f"{t.p:.4f}",
+                    f"{t.p_bonferroni:.4f}",
+                    "yes" if t.significant else "no",
+                ]
+                for t in tests
+            ],
+        )
+    return "\n".join([*lines, ""])
+
+
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--run",
@@ -264,6 +401,15 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         type=named_input_dir,
         metavar="NAME=DIR",
         help="an evaluate-ner output folder and its name (repeat for each run)",
+    )
+    parser.add_argument(
+        "--arm",
+        dest="arms",
+        action="append",
+        default=[],
+        type=name_pair,
+        metavar="RUN=ARM",
+        help="the arm a run belongs to (runs <ARM>-seed<n> pair by seed); default: its own",
     )
     parser.add_argument("--reference", default=None, help="run to test against (default: first)")
     parser.add_argument("--out-dir", required=True, type=output_dir, help="folder for the outputs")
@@ -294,6 +440,11 @@ def run(args: argparse.Namespace) -> None:
         for name, table in tables.items()
         if name != reference
     }
+    arms = group_arms(list(tables), args.arms)
+    reference_arm = next(arm for arm, names in arms.items() if reference in names)
+    summaries, arm_tests = compare_arms(
+        tables, arms, reference_arm, weights, seed=args.seed, alpha=args.alpha
+    )
     rows = run_rows(results, reference)
     tested = [row for name, result in tests.items() for row in paired_rows(name, reference, result)]
     out: Path = args.out_dir
@@ -303,9 +454,25 @@ def run(args: argparse.Namespace) -> None:
     write_csv(tested, TEST_FIELDS, out / "paired_tests.csv")
     with atomic_text(out / "paired_tests.md") as handle:
         handle.write(tests_markdown(tested, args.metric, reference))
+    summary_rows = arm_rows(summaries, reference_arm)
+    write_csv(summary_rows, list(summary_rows[0]), out / "arms.csv")
+    test_rows = [asdict(t) for t in arm_tests]
+    write_csv(test_rows, [f.name for f in fields(ArmTest)], out / "arm_tests.csv")
+    with atomic_text(out / "arms.md") as handle:
+        handle.write(arms_markdown(summaries, reference_arm, arm_tests))
     write_json_atomic(
         {
             "reference": reference,
+            "reference_arm": reference_arm,
+            "arm_order": list(summaries),
+            "arms": {
+                arm: {
+                    "runs": list(summary.runs),
+                    "metrics": {m: v.as_dict() for m, v in summary.metrics.items()},
+                }
+                for arm, summary in summaries.items()
+            },
+            "arm_tests": test_rows,
             "metric": args.metric,
             "n_resamples": args.resamples,
             "seed": args.seed,

@@ -39,6 +39,7 @@ METRICS_JSON = "metrics.json"
 METRICS_MD = "metrics.md"
 METRICS_CSV = "metrics.csv"
 PER_DOCUMENT = "per_document.parquet"
+NOT_AVAILABLE = "n/a"  # written where a figure is undefined (never 0)
 RECALL_FIGURE = "per_label_recall.png"
 OUTPUTS: tuple[str, ...] = (METRICS_JSON, METRICS_MD, METRICS_CSV, PER_DOCUMENT, RECALL_FIGURE)
 

@@ -32,6 +32,12 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         action="extend",
         help="notes Parquet file(s) to pretrain on (repeatable)",
     )
+    parser.add_argument(
+        "--parts",
+        nargs="*",
+        default=[],
+        help="only notes of these split parts (default: every note)",
+    )
     parser.add_argument("--config", type=json.loads, default={}, help="JSON: the ner.tapt mapping")
     parser.add_argument(
         "--out-dir", required=True, type=output_dir, help="checkpoint directory to write"
@@ -55,9 +61,15 @@ def run(args: argparse.Namespace) -> None:
         if not path.is_file():
             raise InputError(path, None, "corpus file not found", "pass a notes Parquet file")
         notes = read_notes(path)
+        if args.parts:
+            notes = [note for note in notes if note.split in set(args.parts)]
         if not notes:
+            kept = f" of the parts {', '.join(args.parts)}" if args.parts else ""
             raise InputError(
-                path, None, "no notes in the corpus", "TAPT needs at least one note to train on"
+                path,
+                None,
+                f"no notes{kept} in the corpus",
+                "TAPT needs at least one note to train on",
             )
         notes_per_file[str(path)] = len(notes)
         texts.extend(note.text for note in notes)
@@ -71,6 +83,7 @@ def run(args: argparse.Namespace) -> None:
         fingerprint.update(f"{record['digest']}\0".encode())
     provenance["fingerprint"] = f"sha256:{fingerprint.hexdigest()}"
     provenance["notes_per_file"] = notes_per_file
+    provenance["parts"] = list(args.parts)
     result = continue_pretraining(
         texts,
         config,

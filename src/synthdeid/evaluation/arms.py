@@ -1,0 +1,200 @@
+"""Arms: one configuration trained with several seeds, summarized and tested as one.
+
+An arm's runs (one per training seed, :mod:`synthdeid.ner.sweeps`) are scored
+on the same documents. For each headline metric in :data:`ARM_METRICS` an arm
+reports:
+
+* the mean over its seeds of the metric on all documents, the sample SD over
+  seeds, and the t-interval ``mean +- t(0.975, k-1) * SD / sqrt(k)`` (training
+  noise only; n/a with one seed);
+* a percentile bootstrap interval of that mean over documents, from the same
+  resample matrix as every other run (sampling noise of the test notes only).
+
+The test of an arm against the reference arm is a **two-level paired
+bootstrap**: each resample draws the documents (shared by every run, so both
+arms are scored on the same draw) and, independently, the training seeds of
+each arm with replacement; the statistic is the difference of the two
+seed means. When both arms have the same seeds, one seed draw serves both
+(seed s of one arm is paired with seed s of the other). Its interval and its
+two-sided p (from sign changes, as in :func:`~synthdeid.evaluation.bootstrap.p_value`)
+therefore carry both sources of variance. A t-test over 3 seeds would ignore
+the test notes' sampling and have 2 degrees of freedom; the document bootstrap
+alone would ignore training noise (Bouthillier et al. 2021 resample both).
+With one seed per arm it is the document-level paired bootstrap of
+``compare_ner`` on the headline metric. p is Bonferroni-adjusted across the
+arms tested against the reference in the same metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from synthdeid.evaluation.bootstrap import (
+    ALPHA,
+    CI_LEVEL,
+    bonferroni,
+    p_value,
+    percentile_interval,
+    resampled_sums,
+)
+from synthdeid.evaluation.metrics import CountTable, headline_ratios, table_headline
+
+ARM_METRICS: tuple[str, ...] = (
+    "span_overlap_f1",
+    "span_overlap_recall",
+    "span_overlap_precision",
+    "leakage_overlap_all",
+)
+
+
+@dataclass(frozen=True)
+class ArmMetric:
+    """One metric of one arm: seed mean, its spread over seeds, its document interval."""
+
+    mean: float
+    sd: float | None  # sample SD over seeds; None with one seed
+    t_lo: float | None  # t-interval over seeds; None with one seed
+    t_hi: float | None
+    ci_lo: float  # document bootstrap percentile interval of the seed mean
+    ci_hi: float
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {
+            "mean": self.mean,
+            "sd": self.sd,
+            "t_lo": self.t_lo,
+            "t_hi": self.t_hi,
+            "ci_lo": self.ci_lo,
+            "ci_hi": self.ci_hi,
+        }
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    arm: str
+    runs: tuple[str, ...]
+    metrics: dict[str, ArmMetric]
+
+
+@dataclass(frozen=True)
+class ArmTest:
+    """``arm - reference`` in one metric by the two-level paired bootstrap."""
+
+    arm: str
+    reference: str
+    metric: str
+    seeds: int
+    reference_seeds: int
+    seeds_paired: bool
+    diff: float
+    diff_lo: float
+    diff_hi: float
+    p: float
+    p_bonferroni: float  # times m, the arms tested against the reference in this metric
+    m: int
+    significant: bool  # p_bonferroni < alpha
+
+
+def seed_statistics(
+    values: Sequence[float], level: float = CI_LEVEL
+) -> tuple[float, float | None, float | None, float | None]:
+    """Mean, sample SD and t-interval of per-seed values (SD and interval None for one)."""
+    array = np.asarray(values, dtype=float)
+    if array.size == 0:
+        raise ValueError("an arm needs at least one run")
+    mean = float(array.mean())
+    if array.size < 2:
+        return mean, None, None, None
+    sd = float(array.std(ddof=1))
+    half = float(stats.t.ppf(0.5 + level / 2, df=array.size - 1)) * sd / math.sqrt(array.size)
+    return mean, sd, mean - half, mean + half
+
+
+def per_resample(tables: Sequence[CountTable], weights: np.ndarray, metric: str) -> np.ndarray:
+    """The metric of each run on each document resample (runs x resamples)."""
+    return np.stack([headline_ratios(resampled_sums(t, weights), t.index)[metric] for t in tables])
+
+
+def summarize_arm(
+    arm: str,
+    runs: Mapping[str, CountTable],
+    weights: np.ndarray,
+    metrics: Sequence[str] = ARM_METRICS,
+) -> ArmSummary:
+    """Seed statistics and the document interval of the seed mean, per metric."""
+    tables = list(runs.values())
+    out = {}
+    for metric in metrics:
+        values = [table_headline(t)[metric] for t in tables]
+        mean, sd, t_lo, t_hi = seed_statistics(values)
+        ci_lo, ci_hi = percentile_interval(per_resample(tables, weights, metric).mean(axis=0))
+        out[metric] = ArmMetric(mean, sd, t_lo, t_hi, ci_lo, ci_hi)
+    return ArmSummary(arm, tuple(runs), out)
+
+
+def seed_draws(k: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Seed indices drawn with replacement, ``k`` per resample (resamples x k)."""
+    return rng.integers(0, k, size=(n_resamples, k))
+
+
+def drawn_mean(values: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """Per resample, the mean of the drawn seeds' values (``values``: seeds x resamples)."""
+    columns = np.arange(values.shape[1])[:, None]
+    return values.T[columns, draws].mean(axis=1)
+
+
+def arm_paired_test(
+    arm: str,
+    runs: Mapping[str, CountTable],
+    reference: str,
+    reference_runs: Mapping[str, CountTable],
+    weights: np.ndarray,
+    *,
+    metric: str,
+    seeds: Sequence[int | None] | None = None,
+    reference_seeds: Sequence[int | None] | None = None,
+    rng_seed: int = 0,
+    alpha: float = ALPHA,
+    m: int = 1,
+) -> ArmTest:
+    """Two-level paired bootstrap of the seed-mean difference (module docstring).
+
+    ``seeds`` / ``reference_seeds`` are the training seeds of the runs, in order;
+    seeds are paired when both lists are equal and known. ``m`` arms are tested
+    in this metric: p is Bonferroni-adjusted by it.
+    """
+    a, r = list(runs.values()), list(reference_runs.values())
+    observed = float(
+        np.mean([table_headline(t)[metric] for t in a])
+        - np.mean([table_headline(t)[metric] for t in r])
+    )
+    values_a, values_r = per_resample(a, weights, metric), per_resample(r, weights, metric)
+    rng = np.random.default_rng(rng_seed)
+    n = weights.shape[0]
+    paired = seeds is not None and list(seeds) == list(reference_seeds or []) and None not in seeds
+    draws_a = seed_draws(len(a), n, rng)
+    draws_r = draws_a if paired else seed_draws(len(r), n, rng)
+    diffs = drawn_mean(values_a, draws_a) - drawn_mean(values_r, draws_r)
+    lo, hi = percentile_interval(diffs)
+    p = p_value(observed, diffs)
+    p_adjusted = bonferroni(p, m)
+    return ArmTest(
+        arm=arm,
+        reference=reference,
+        metric=metric,
+        seeds=len(a),
+        reference_seeds=len(r),
+        seeds_paired=paired,
+        diff=observed,
+        diff_lo=lo,
+        diff_hi=hi,
+        p=p,
+        p_bonferroni=p_adjusted,
+        m=m,
+        significant=p_adjusted < alpha,
+    )
