@@ -28,6 +28,15 @@ include: "workflow/rules/ner.smk"
 include: "workflow/rules/environment.smk"
 
 
+# targets and small aggregations run where snakemake runs, never as cluster jobs
+localrules:
+    all,
+    study,
+    compare_ner,
+    tabulate_study,
+    compare_teacher,
+
+
 rule all:
     default_target: True
     input:

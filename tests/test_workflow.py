@@ -61,6 +61,7 @@ DEMO_JOBS = {
     "predict_ner": 4,
     "evaluate_ner": 4,
     "compare_ner": 1,
+    "tabulate_study": 1,
     "all": 1,
 }
 
@@ -295,6 +296,7 @@ def test_changing_one_run_reruns_only_that_branch(workdir: Path) -> None:
     assert planned_jobs(result.stdout) == {
         "train_ner": 1,
         "compare_ner": 1,
+        "tabulate_study": 1,
         "all": 1,
         **MEMBER_RERUN,
     }
@@ -397,6 +399,7 @@ def test_the_tabular_reports_pool_joins_a_mixture(workdir: Path) -> None:
         "build_mixture": 1,
         "train_ner": 1,
         "compare_ner": 1,
+        "tabulate_study": 1,
         "all": 1,
         **MEMBER_RERUN,
     }
@@ -418,6 +421,7 @@ def test_changing_one_teacher_reruns_only_its_branch(workdir: Path) -> None:
         "predict_ner": 1,
         "evaluate_ner": 1,
         "compare_ner": 1,
+        "tabulate_study": 1,
         "compare_teacher": 1,
         "all": 1,
     }
@@ -444,6 +448,7 @@ def test_an_ensemble_operating_point_reruns_only_the_ensemble(workdir: Path) -> 
         "predict_ner": 1,
         "evaluate_ner": 1,
         "compare_ner": 1,
+        "tabulate_study": 1,
         "all": 1,
     }
     assert "results/predict_ner/demo/real_surrogate_ensemble/predictions.parquet" in result.stdout
@@ -483,6 +488,7 @@ def test_tapt_is_one_switch_on_a_run(workdir: Path) -> None:
         "tapt_encoder": 1,
         "train_ner": 1,
         "compare_ner": 1,
+        "tabulate_study": 1,
         "all": 1,
         **MEMBER_RERUN,
     }
@@ -495,6 +501,7 @@ def test_tapt_on_own_notes_is_one_switch_on_a_run(workdir: Path) -> None:
         "tapt_encoder_own": 1,
         "train_ner": 1,
         "compare_ner": 1,
+        "tabulate_study": 1,
         "all": 1,
         **MEMBER_RERUN,
     }
@@ -540,6 +547,7 @@ def test_a_swept_run_expands_into_named_runs_and_new_values_add_only_theirs(
         "predict_ner": 4,
         "evaluate_ner": 4,
         "compare_ner": 1,
+        "tabulate_study": 1,
         "all": 1,
     }
     commands = snakemake(workdir, "-n", "-p", "--configfile", first)

@@ -152,6 +152,7 @@ def all_targets():
         f"results/check_faithfulness/{TABLE}/faithfulness.json",
         *[f"results/evaluate_ner/{CORPUS}/{run}/metrics.json" for run in NER_RUNS],
         f"results/compare_ner/{CORPUS}/runs.png",
+        f"results/tabulate_study/{CORPUS}/study.png",
         *teacher_targets(),
     ]
 

@@ -62,6 +62,7 @@ rule sample_dp_lm:
     output: samples.parquet (every raw sample with its code and the
             validator's verdict), pii.parquet / no_pii.parquet (filled notes,
             exact offsets, split "synthetic"), removals.parquet, summary.json
+    GPU rule: one GPU on SLURM (generation); on a CPU it uses the rule's threads.
     """
     input:
         model=rules.train_dp_lm.output.model,
@@ -82,6 +83,10 @@ rule sample_dp_lm:
     conda:
         "../../envs/gpu.yaml"
     threads: 2
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=60,
     params:
         settings=as_json(DPLM["sampling"]),
         pools=as_json(DPLM["pools"]),

@@ -86,7 +86,7 @@ rule fit_dp_gan_tabular:
     wildcard_constraints:
         synthesizer="|".join(DPGAN_ENV_SYNTHESIZERS),
     conda:
-        "../../envs/cpu.yaml"
+        "../../envs/gpu.yaml"
     threads: 2
     resources:
         gpu=1,
@@ -204,7 +204,7 @@ rule verbalize_tabular:
     benchmark:
         "benchmarks/verbalize_tabular/{table}.tsv"
     conda:
-        "../../envs/cpu.yaml"
+        "../../envs/gpu.yaml"
     resources:
         gpu=tabular_verbalize_gpus,
     params:
