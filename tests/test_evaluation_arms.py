@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from synthdeid.evaluation.arms import (
+    RunScores,
     arm_paired_test,
     drawn_mean,
     seed_statistics,
@@ -32,6 +33,10 @@ def run(notes: list[Note], found: float, seed: int):
     return count_table(notes, predicted)
 
 
+def scored(tables: dict, weights: np.ndarray) -> dict[str, RunScores]:
+    return {name: RunScores.of(table, weights) for name, table in tables.items()}
+
+
 def test_seed_statistics_by_hand() -> None:
     mean, sd, lo, hi = seed_statistics([0.5, 0.7, 0.9])
     assert mean == pytest.approx(0.7)
@@ -53,7 +58,7 @@ def test_arm_summary_mean_over_seeds_and_its_document_interval() -> None:
     notes = gold()
     tables = {f"a-seed{s}": run(notes, 0.6 + 0.1 * s, s) for s in (1, 2, 3)}
     weights = resample_weights(len(notes), 300, seed=5)
-    summary = summarize_arm("a", tables, weights)
+    summary = summarize_arm("a", scored(tables, weights))
     recalls = [table_headline(t)["span_overlap_recall"] for t in tables.values()]
     metric = summary.metrics["span_overlap_recall"]
     assert metric.mean == pytest.approx(np.mean(recalls))
@@ -61,7 +66,7 @@ def test_arm_summary_mean_over_seeds_and_its_document_interval() -> None:
     assert metric.t_lo < metric.mean < metric.t_hi
     # the identity resample (every document once) scores each run as on the whole set
     identity = np.ones((1, len(notes)), dtype=np.int32)
-    point = summarize_arm("a", tables, identity).metrics["span_overlap_recall"]
+    point = summarize_arm("a", scored(tables, identity)).metrics["span_overlap_recall"]
     assert point.ci_lo == point.ci_hi == pytest.approx(np.mean(recalls))
     assert metric.ci_lo <= metric.mean <= metric.ci_hi
     assert summary.runs == tuple(tables)
@@ -73,10 +78,9 @@ def test_one_seed_each_is_the_document_paired_bootstrap() -> None:
     weights = resample_weights(len(notes), 500, seed=3)
     test = arm_paired_test(
         "better",
-        {"better": better},
+        scored({"better": better}, weights),
         "worse",
-        {"worse": worse},
-        weights,
+        scored({"worse": worse}, weights),
         metric="span_overlap_recall",
     )
     reference = paired_bootstrap_test(better, worse, metric="overlap_recall", weights=weights)
@@ -94,12 +98,14 @@ def test_seed_noise_widens_the_interval_and_same_seeds_pair() -> None:
     notes = gold(40)
     weights = resample_weights(len(notes), 1000, seed=3)
     # arm "noisy": three seeds far apart; its seed mean equals a steady arm's
-    noisy = {f"noisy-seed{s}": run(notes, f, s) for s, f in ((1, 0.5), (2, 0.75), (3, 1.0))}
-    steady = {f"steady-seed{s}": run(notes, 0.75, 10 + s) for s in (1, 2, 3)}
-    reference = {f"ref-seed{s}": run(notes, 0.6, 20 + s) for s in (1, 2, 3)}
+    noisy = scored(
+        {f"noisy-seed{s}": run(notes, f, s) for s, f in ((1, 0.5), (2, 0.75), (3, 1.0))}, weights
+    )
+    steady = scored({f"steady-seed{s}": run(notes, 0.75, 10 + s) for s in (1, 2, 3)}, weights)
+    reference = scored({f"ref-seed{s}": run(notes, 0.6, 20 + s) for s in (1, 2, 3)}, weights)
     kwargs = {"metric": "span_overlap_recall", "seeds": [1, 2, 3], "reference_seeds": [1, 2, 3]}
-    noisy_test = arm_paired_test("noisy", noisy, "ref", reference, weights, **kwargs)
-    steady_test = arm_paired_test("steady", steady, "ref", reference, weights, **kwargs)
+    noisy_test = arm_paired_test("noisy", noisy, "ref", reference, **kwargs)
+    steady_test = arm_paired_test("steady", steady, "ref", reference, **kwargs)
     assert noisy_test.seeds_paired and steady_test.seeds_paired
     assert (noisy_test.diff_hi - noisy_test.diff_lo) > 2 * (
         steady_test.diff_hi - steady_test.diff_lo
@@ -109,7 +115,6 @@ def test_seed_noise_widens_the_interval_and_same_seeds_pair() -> None:
         noisy,
         "ref",
         reference,
-        weights,
         metric="span_overlap_recall",
         seeds=[1, 2, 3],
         reference_seeds=[4, 5, 6],
@@ -122,8 +127,9 @@ def test_bonferroni_across_arms() -> None:
     notes = gold()
     a, b = run(notes, 0.9, 1), run(notes, 0.88, 2)
     weights = resample_weights(len(notes), 400, seed=1)
-    one = arm_paired_test("a", {"a": a}, "b", {"b": b}, weights, metric="span_overlap_f1")
-    four = arm_paired_test("a", {"a": a}, "b", {"b": b}, weights, metric="span_overlap_f1", m=4)
+    a_scores, b_scores = scored({"a": a}, weights), scored({"b": b}, weights)
+    one = arm_paired_test("a", a_scores, "b", b_scores, metric="span_overlap_f1")
+    four = arm_paired_test("a", a_scores, "b", b_scores, metric="span_overlap_f1", m=4)
     assert four.p == one.p
     assert four.p_bonferroni == pytest.approx(min(1.0, 4 * one.p))
     assert four.m == 4

@@ -115,24 +115,33 @@ def seed_statistics(
     return mean, sd, mean - half, mean + half
 
 
-def per_resample(tables: Sequence[CountTable], weights: np.ndarray, metric: str) -> np.ndarray:
+@dataclass(frozen=True)
+class RunScores:
+    """One run's headline metrics on all documents and on every document resample."""
+
+    point: dict[str, float]
+    resampled: dict[str, np.ndarray]  # metric -> one value per resample
+
+    @classmethod
+    def of(cls, table: CountTable, weights: np.ndarray) -> RunScores:
+        sums = resampled_sums(table, weights)
+        return cls(table_headline(table), headline_ratios(sums, table.index))
+
+
+def per_resample(runs: Sequence[RunScores], metric: str) -> np.ndarray:
     """The metric of each run on each document resample (runs x resamples)."""
-    return np.stack([headline_ratios(resampled_sums(t, weights), t.index)[metric] for t in tables])
+    return np.stack([run.resampled[metric] for run in runs])
 
 
 def summarize_arm(
-    arm: str,
-    runs: Mapping[str, CountTable],
-    weights: np.ndarray,
-    metrics: Sequence[str] = ARM_METRICS,
+    arm: str, runs: Mapping[str, RunScores], metrics: Sequence[str] = ARM_METRICS
 ) -> ArmSummary:
     """Seed statistics and the document interval of the seed mean, per metric."""
-    tables = list(runs.values())
+    scores = list(runs.values())
     out = {}
     for metric in metrics:
-        values = [table_headline(t)[metric] for t in tables]
-        mean, sd, t_lo, t_hi = seed_statistics(values)
-        ci_lo, ci_hi = percentile_interval(per_resample(tables, weights, metric).mean(axis=0))
+        mean, sd, t_lo, t_hi = seed_statistics([run.point[metric] for run in scores])
+        ci_lo, ci_hi = percentile_interval(per_resample(scores, metric).mean(axis=0))
         out[metric] = ArmMetric(mean, sd, t_lo, t_hi, ci_lo, ci_hi)
     return ArmSummary(arm, tuple(runs), out)
 
@@ -150,10 +159,9 @@ def drawn_mean(values: np.ndarray, draws: np.ndarray) -> np.ndarray:
 
 def arm_paired_test(
     arm: str,
-    runs: Mapping[str, CountTable],
+    runs: Mapping[str, RunScores],
     reference: str,
-    reference_runs: Mapping[str, CountTable],
-    weights: np.ndarray,
+    reference_runs: Mapping[str, RunScores],
     *,
     metric: str,
     seeds: Sequence[int | None] | None = None,
@@ -170,12 +178,11 @@ def arm_paired_test(
     """
     a, r = list(runs.values()), list(reference_runs.values())
     observed = float(
-        np.mean([table_headline(t)[metric] for t in a])
-        - np.mean([table_headline(t)[metric] for t in r])
+        np.mean([run.point[metric] for run in a]) - np.mean([run.point[metric] for run in r])
     )
-    values_a, values_r = per_resample(a, weights, metric), per_resample(r, weights, metric)
+    values_a, values_r = per_resample(a, metric), per_resample(r, metric)
     rng = np.random.default_rng(rng_seed)
-    n = weights.shape[0]
+    n = values_a.shape[1]
     paired = seeds is not None and list(seeds) == list(reference_seeds or []) and None not in seeds
     draws_a = seed_draws(len(a), n, rng)
     draws_r = draws_a if paired else seed_draws(len(r), n, rng)

@@ -34,6 +34,7 @@ from synthdeid.evaluation.arms import (
     ArmMetric,
     ArmSummary,
     ArmTest,
+    RunScores,
     arm_paired_test,
     summarize_arm,
 )
@@ -296,9 +297,9 @@ def compare_arms(
     alpha: float,
 ) -> tuple[dict[str, ArmSummary], list[ArmTest]]:
     """Every arm's summary, and each other arm tested against the reference arm."""
+    scores = {run: RunScores.of(table, weights) for run, table in tables.items()}
     summaries = {
-        arm: summarize_arm(arm, {run: tables[run] for run in runs}, weights)
-        for arm, runs in arms.items()
+        arm: summarize_arm(arm, {run: scores[run] for run in runs}) for arm, runs in arms.items()
     }
     reference_runs = arms[reference_arm]
     reference_seeds = [training_seed_of(run, reference_arm) for run in reference_runs]
@@ -306,10 +307,9 @@ def compare_arms(
     tests = [
         arm_paired_test(
             arm,
-            {run: tables[run] for run in arms[arm]},
+            {run: scores[run] for run in arms[arm]},
             reference_arm,
-            {run: tables[run] for run in reference_runs},
-            weights,
+            {run: scores[run] for run in reference_runs},
             metric=metric,
             seeds=[training_seed_of(run, arm) for run in arms[arm]],
             reference_seeds=reference_seeds,
