@@ -7,6 +7,7 @@ nothing. The tokenizer is a byte-level BPE over invented words.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import torch
@@ -63,3 +64,13 @@ def tiny_pretrained_lm(directory: Path, *, tie: bool = True) -> Path:
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
+
+
+def made_up_lm_texts(n: int, seed: int = 0) -> list[str]:
+    """``n`` made-up notes of WORDS; every other one ends with two placeholders."""
+    rng = random.Random(seed)
+    texts = []
+    for i in range(n):
+        body = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 20)))
+        texts.append(body + (" seen by [[DOCTOR_1]] on [[DATE_1]]." if i % 2 else "."))
+    return texts

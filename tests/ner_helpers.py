@@ -40,3 +40,22 @@ def note_from_pieces(
         else:
             text += piece
     return Note(note_id, patient_id, text, tuple(spans), "made-up", split)
+
+
+# made-up clinical-sounding sentences for MLM pretraining tests
+SUBJECTS = ("The patient", "She", "He", "The resident", "The nurse")
+EVENTS = (
+    "was seen in the clinic this morning for a routine follow up visit",
+    "reports mild pain in the lower back that improves with rest",
+    "denies fever, chills, cough or shortness of breath since the last visit",
+    "tolerated the new medication well and has no new complaints today",
+    "will return in two weeks to review the laboratory results with the team",
+    "walked the hallway twice with assistance and slept well overnight",
+    "had stable vital signs and a normal examination of the chest",
+    "was advised to drink more fluids and to keep a daily symptom diary",
+)
+
+
+def made_up_sentences(n: int, step: int = 3) -> list[str]:
+    """``n`` sentences: a subject and an event, cycling through both lists."""
+    return [f"{SUBJECTS[i % len(SUBJECTS)]} {EVENTS[(step * i) % len(EVENTS)]}." for i in range(n)]

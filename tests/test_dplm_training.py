@@ -6,13 +6,12 @@ All text here is invented; models are tiny GPT-2s built from a config.
 from __future__ import annotations
 
 import math
-import random
 import warnings
 from collections.abc import Iterator
 
 import pytest
 import torch
-from tests.dplm_helpers import WORDS
+from tests.dplm_helpers import made_up_lm_texts
 from tests.synthesis_helpers import allowlist, validator
 
 from synthdeid.dplm.corpus import (
@@ -65,17 +64,8 @@ def quiet_opacus() -> Iterator[None]:
         yield
 
 
-def made_up_texts(n: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    texts = []
-    for i in range(n):
-        body = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 20)))
-        texts.append(body + (" seen by [[DOCTOR_1]] on [[DATE_1]]." if i % 2 else "."))
-    return texts
-
-
 def examples_and_model(n: int = 24, seed: int = 0) -> tuple[list[LmExample], object, object]:
-    texts = made_up_texts(n)
+    texts = made_up_lm_texts(n)
     coder = ControlCoder.fit(["pii"], texts)
     examples = training_examples([(f"n{i}", t) for i, t in enumerate(texts)], [], coder)
     special = [control_token(c) for c in coder.all_codes()] + placeholder_tokens(allowlist(), texts)

@@ -18,15 +18,14 @@ from __future__ import annotations
 import copy
 import json
 import math
-import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from dplm_helpers import WORDS, tiny_pretrained_lm
-from ner_helpers import note_from_pieces, tiny_encoder_dir
+from dplm_helpers import made_up_lm_texts, tiny_pretrained_lm
+from ner_helpers import made_up_sentences, note_from_pieces, tiny_encoder_dir
 from synthdeid.errors import ConfigError
 from synthdeid.ner.model import DeidTagger
 from synthdeid.ner.model_card import save_model_directory
@@ -158,15 +157,6 @@ def test_ner_inference_on_cuda_agrees_with_cpu(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- DP-SGD (Opacus)
 
 
-def made_up_lm_texts(n: int, seed: int = 0) -> list[str]:
-    rng = random.Random(seed)
-    texts = []
-    for i in range(n):
-        body = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 20)))
-        texts.append(body + (" seen by [[DOCTOR_1]] on [[DATE_1]]." if i % 2 else "."))
-    return texts
-
-
 @pytest.mark.filterwarnings("ignore:Secure RNG turned off")
 @pytest.mark.filterwarnings("ignore:Full backward hook is firing")
 @pytest.mark.filterwarnings("ignore:Optimal order is the")
@@ -229,18 +219,7 @@ def test_dp_sgd_on_cuda_spends_the_planned_budget() -> None:
 
 # ---------------------------------------------------------------- TAPT
 
-SUBJECTS = ("The patient", "She", "He", "The resident", "The nurse")
-EVENTS = (
-    "was seen in the clinic this morning for a routine follow up visit",
-    "reports mild pain in the lower back that improves with rest",
-    "denies fever, chills, cough or shortness of breath since the last visit",
-    "tolerated the new medication well and has no new complaints today",
-    "will return in two weeks to review the laboratory results with the team",
-    "walked the hallway twice with assistance and slept well overnight",
-)
-TAPT_TEXTS = [
-    f"{SUBJECTS[i % len(SUBJECTS)]} {EVENTS[(5 * i) % len(EVENTS)]}." for i in range(30)
-] + ["Stable.", "Seen today."]
+TAPT_TEXTS = [*made_up_sentences(30, step=5), "Stable.", "Seen today."]
 
 
 def test_tapt_on_cuda(tmp_path: Path) -> None:

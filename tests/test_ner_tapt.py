@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 from safetensors.torch import load_file
+from tests.ner_helpers import made_up_sentences
 
 from synthdeid.cli import main
 from synthdeid.errors import ConfigError, InputError
@@ -24,22 +25,9 @@ from synthdeid.ner.tapt import (
 )
 from synthdeid.notes import UNSPLIT, Note, write_notes
 
-SUBJECTS = ("The patient", "She", "He", "The resident", "The nurse")
-EVENTS = (
-    "was seen in the clinic this morning for a routine follow up visit",
-    "reports mild pain in the lower back that improves with rest",
-    "denies fever, chills, cough or shortness of breath since the last visit",
-    "tolerated the new medication well and has no new complaints today",
-    "will return in two weeks to review the laboratory results with the team",
-    "walked the hallway twice with assistance and slept well overnight",
-    "had stable vital signs and a normal examination of the chest",
-    "was advised to drink more fluids and to keep a daily symptom diary",
-)
 TOO_SHORT = ("Stable.", "No acute events.", "Seen today.")
 # 40 texts: 37 made-up sentences and 3 under min_words (5)
-TEXTS = [
-    f"{SUBJECTS[i % len(SUBJECTS)]} {EVENTS[(3 * i) % len(EVENTS)]}." for i in range(37)
-] + list(TOO_SHORT)
+TEXTS = [*made_up_sentences(37, step=3), *TOO_SHORT]
 RUN_CONFIG: dict[str, Any] = {
     "max_steps": 8,
     "batch_size": 4,
