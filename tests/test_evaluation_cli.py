@@ -344,3 +344,27 @@ def test_tabulate_study_refuses_a_summary_of_an_unknown_run(
     argv += ["--mixture", f"other={mixture_summary(tmp_path / 'm.json', 10, 0)}"]
     assert main([*argv, "--out-dir", str(out)]) == 2
     assert not out.exists()
+
+
+def test_a_silver_pool_with_no_note_is_reported_as_not_scored(
+    tables: dict[str, Path], tmp_path: Path
+) -> None:
+    """A teacher that kept none of its answers: the steps finish and every figure is n/a."""
+    empty = tmp_path / "empty_silver.parquet"
+    write_notes([], empty)
+    out = tmp_path / "pool"
+    assert evaluate(tables["gold"], empty, out, "--skip-unpredicted") == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert "none of the 4 gold notes" in metrics["not_scored"]
+    assert metrics["counts"]["n_notes"] == 0
+    assert set(metrics["headline"].values()) == {None}
+    assert "n/a" in (out / "metrics.md").read_text()
+    assert read_per_document(out / "per_document.parquet").note_ids == ()
+    assert (out / "per_label_recall.png").stat().st_size > 1_000
+    noise = tmp_path / "noise"
+    argv = ["compare-teacher", "--silver", f"llm={out}", "--out-dir", str(noise)]
+    assert main([*argv, "--resamples", "200"]) == 0
+    assert "Not measured" in (noise / "silver_noise.md").read_text()
+    assert json.loads((noise / "silver_noise.json").read_text())["not_scored"]
+    # without --skip-unpredicted a missing row is still an error
+    assert evaluate(tables["gold"], empty, tmp_path / "strict") == 2

@@ -28,6 +28,7 @@ from synthdeid.evaluation.bootstrap import BootstrapResult, Interval
 from synthdeid.evaluation.metrics import (
     ALL,
     DEFINITIONS,
+    HEADLINE_COUNTS,
     HEADLINE_RATIOS,
     LABEL_RATIOS,
     CountTable,
@@ -253,6 +254,56 @@ def plot_per_label_recall(result: BootstrapResult, path: Path, title: str) -> No
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     save_figure(fig, path)
+
+
+def plot_not_scored(path: Path, title: str, reason: str, ylabel: str) -> None:
+    """A figure that says its statistic is undefined (never bars at 0)."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.0, 3.0))
+    ax.text(0.5, 0.5, f"n/a: {reason}", ha="center", va="center", wrap=True, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def write_not_scored_report(
+    out_dir: Path, run: str, reason: str, provenance: dict[str, Any] | None = None
+) -> dict[str, Path]:
+    """The outputs of ``evaluate-ner`` when no note can be scored: every figure n/a.
+
+    For a silver pool from which the teacher kept no note (every answer
+    failed): the step still finishes, and says why nothing was scored.
+    """
+    paths = {name: out_dir / name for name in OUTPUTS}
+    empty = CountTable((), (), np.zeros((0, len(table_columns(()))), dtype=np.int64))
+    write_parquet_atomic(per_document_table(empty), paths[PER_DOCUMENT], provenance)
+    write_json_atomic(
+        {
+            "run": run,
+            "not_scored": reason,
+            "headline": {name: None for name in HEADLINE_RATIOS},
+            "counts": {name: 0 for name in HEADLINE_COUNTS},
+            "per_label": {},
+            "definitions": DEFINITIONS,
+            "bootstrap": None,
+            "provenance": provenance or {},
+        },
+        paths[METRICS_JSON],
+    )
+    with atomic_text(paths[METRICS_MD]) as handle:
+        handle.write(f"# {run}\n\nNo note scored: {reason}. Every figure is {NOT_AVAILABLE}.\n")
+    write_csv(
+        [],
+        ["scope", "label", "metric", "estimate", "ci_lo", "ci_hi", "support", "n_predicted"],
+        paths[METRICS_CSV],
+    )
+    plot_not_scored(
+        paths[RECALL_FIGURE], f"{run}: span overlap recall per label", reason, "span overlap recall"
+    )
+    return paths
 
 
 def write_report(

@@ -19,7 +19,7 @@ from synthdeid.cli_types import input_file, output_dir, positive_int
 from synthdeid.errors import InputError
 from synthdeid.evaluation.bootstrap import N_RESAMPLES, SEED, bootstrap_metrics
 from synthdeid.evaluation.metrics import count_table
-from synthdeid.evaluation.report import write_report
+from synthdeid.evaluation.report import write_not_scored_report, write_report
 from synthdeid.notes import Note, Span, read_notes
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,16 @@ def run(args: argparse.Namespace) -> None:
         kept = [note for note in gold if note.note_id in predicted_ids]
         skipped = len(gold) - len(kept)
         if not kept:
-            raise InputError(args.predictions, None, "no gold note has a predictions row")
+            # a teacher that failed on every note: say so, with every figure n/a
+            reason = f"none of the {len(gold)} gold notes has a predictions row"
+            log.warning("%s: %s; every figure is n/a", args.run, reason)
+            provenance = make_provenance(
+                "evaluate-ner",
+                {"run": args.run, "parts": list(parts), "unpredicted_notes_skipped": len(gold)},
+                {"gold": args.gold, "predictions": args.predictions},
+            )
+            write_not_scored_report(args.out_dir, args.run, reason, provenance)
+            return
         if skipped:
             log.warning(
                 "%s: %d of %d gold notes have no prediction, not scored",

@@ -53,9 +53,11 @@ from synthdeid.evaluation.bootstrap import (
 from synthdeid.evaluation.compare import load_runs
 from synthdeid.evaluation.metrics import ALL, DEFINITIONS, CountTable
 from synthdeid.evaluation.report import (
+    NOT_AVAILABLE,
     PER_DOCUMENT,
     error_bars,
     markdown_table,
+    plot_not_scored,
     pyplot,
     read_per_document,
     reported_labels,
@@ -618,6 +620,27 @@ def write_noise(
     )
 
 
+def write_noise_not_scored(
+    name: str, folder: Path, reason: str, match: str, params: dict[str, Any], out: Path
+) -> None:
+    """The silver-noise outputs when the pool holds no note: every figure n/a, and why."""
+    provenance = make_provenance("compare-teacher", params, {"silver": folder / PER_DOCUMENT})
+    write_csv([], NOISE_FIELDS, out / f"{SILVER_NOISE}.csv")
+    with atomic_text(out / f"{SILVER_NOISE}.md") as handle:
+        handle.write(
+            f"# Silver label noise: {name}\n\nNot measured: {reason}. "
+            f"Every figure is {NOT_AVAILABLE}.\n"
+        )
+    write_json_atomic(
+        {"teacher": name, "match": match, "not_scored": reason, "provenance": provenance},
+        out / f"{SILVER_NOISE}.json",
+    )
+    plot_not_scored(
+        out / f"{SILVER_NOISE}.png", f"{name}: silver label noise", reason, "precision / recall"
+    )
+    log.warning("silver labels of %s: not measured, %s -> %s", name, reason, out)
+
+
 def run(args: argparse.Namespace) -> None:
     if args.student is None and args.silver is None:
         raise ConfigError("compare-teacher needs --student NAME=DIR, --silver DIR or both")
@@ -647,11 +670,19 @@ def run(args: argparse.Namespace) -> None:
             alpha=args.alpha,
         )
     noise = None
+    not_scored = None
     if args.silver is not None:
         silver_table = read_per_document(args.silver[1] / PER_DOCUMENT)
-        noise = bootstrap_metrics(silver_table, n_resamples=args.resamples, seed=args.seed)
+        if silver_table.note_ids:
+            noise = bootstrap_metrics(silver_table, n_resamples=args.resamples, seed=args.seed)
+        else:
+            not_scored = "the silver pool holds no note (the teacher kept none of its answers)"
     if distillation is not None:
         folders = {"teacher": args.teacher[1], "student": args.student[1]}
         write_distillation(distillation, folders, params, args.out_dir)
     if noise is not None:
         write_noise(args.silver[0], args.silver[1], noise, args.match, params, args.out_dir)
+    if not_scored is not None:
+        write_noise_not_scored(
+            args.silver[0], args.silver[1], not_scored, args.match, params, args.out_dir
+        )
