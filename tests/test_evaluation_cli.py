@@ -285,10 +285,9 @@ def test_compare_refuses_an_arm_for_an_unknown_run(tables: dict[str, Path], tmp_
 
 
 def mixture_summary(path: Path, notes: int, synthetic: int) -> Path:
-    """The fields of a build-mixture summary that the study table reads."""
-    path.write_text(
-        json.dumps({"n_train_total": notes, "realized_synthetic_fraction": synthetic / notes})
-    )
+    """A build-mixture summary.json as the stage writes it (sizes under "summary")."""
+    summary = {"n_train_total": notes, "realized_synthetic_fraction": synthetic / notes}
+    path.write_text(json.dumps({"provenance": {}, "summary": summary}))
     return path
 
 
@@ -343,6 +342,12 @@ def test_tabulate_study_refuses_a_summary_of_an_unknown_run(
     argv = ["tabulate-study", "--comparison", str(compared / "comparison.json")]
     argv += ["--mixture", f"other={mixture_summary(tmp_path / 'm.json', 10, 0)}"]
     assert main([*argv, "--out-dir", str(out)]) == 2
+    assert not out.exists()
+    # a file that is not a build-mixture summary is named, not a traceback
+    flat = tmp_path / "flat.json"
+    flat.write_text(json.dumps({"n_train_total": 10}))
+    argv = ["tabulate-study", "--comparison", str(compared / "comparison.json")]
+    assert main([*argv, "--mixture", f"weak={flat}", "--out-dir", str(out)]) == 2
     assert not out.exists()
 
 

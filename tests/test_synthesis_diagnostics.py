@@ -371,3 +371,15 @@ def test_a_file_subset_named_twice_is_the_union(stage_inputs: tuple[Path, Path])
     subsets = load_subsets(specs)
     expected = [n for n in read_notes(split) if n.split == "train"] + read_notes(pool)
     assert [n.note_id for n in subsets["both"]] == [n.note_id for n in expected]
+
+
+def test_markdown_pages_embed_their_figures(tmp_path: Path) -> None:
+    from synthdeid.synthesis.diagnostics import markdown_to_html
+
+    figure = tmp_path / "figure.png"
+    figure.write_bytes(b"\x89PNG\r\n\x1a\nmade-up")
+    page = markdown_to_html(
+        "# Audit\n\n![histogram](figure.png)\n", "t", images={"figure.png": figure}
+    )
+    assert 'src="data:image/png;base64,iVBORw0KGgptYWRlLXVw"' in page
+    assert 'src="figure.png"' not in page

@@ -242,6 +242,30 @@ def test_nothing_to_do_after_a_run(workdir: Path) -> None:
     assert "Nothing to be done" in result.stdout + result.stderr
 
 
+@pytest.mark.skipif(
+    os.environ.get("SYNTHDEID_REPORT_TESTS") != "1",
+    reason="the report test is opt-in: set SYNTHDEID_REPORT_TESTS=1 (it needs chromium and "
+    "chromedriver, which tests/report/install-chromium.sh apt-installs as root)",
+)
+def test_the_report_renders_every_item_in_chromium(workdir: Path) -> None:
+    install = subprocess.run(
+        [Path(__file__).parent / "report" / "install-chromium.sh"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if install.returncode != 0:
+        pytest.fail(f"install-chromium.sh failed:\n{install.stdout[-3000:]}\n{install.stderr}")
+    from report.report_browser import check_report
+
+    snakemake(workdir, "--report", "report.html")
+    check = check_report(workdir / "report.html", workdir / "report-screenshots")
+    assert check.items, "the report lists no results"
+    assert not check.problems, "\n".join(check.problems)
+    assert check.landing.stat().st_size > 10_000
+    assert all(item.screenshot and item.screenshot.stat().st_size for item in check.items)
+
+
 def dry_run_with(workdir: Path, name: str, keys: tuple, value: object):
     """``snakemake -n`` with the demo config changed at one place (``keys`` path)."""
     config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())

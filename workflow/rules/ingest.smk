@@ -73,6 +73,7 @@ rule plot_corpus_overview:
             "results/plot_corpus_overview/{corpus}/overview.png",
             caption="../report/corpus_overview.rst",
             category="Corpus",
+            labels={"result": "corpus overview", "corpus": "{corpus}"},
         ),
         table="results/plot_corpus_overview/{corpus}/overview.tsv",
     log:

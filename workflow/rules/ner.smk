@@ -209,6 +209,7 @@ rule evaluate_ner:
             caption="../report/per_label_recall.rst",
             category="De-identification",
             subcategory="{run}",
+            labels={"result": "per-label recall", "run": "{run}"},
         ),
     log:
         "logs/evaluate_ner/{corpus}/{run}.log",
@@ -245,6 +246,7 @@ rule compare_ner:
             caption="../report/runs.rst",
             category="De-identification",
             subcategory="comparison",
+            labels={"result": "leakage and F1 by run", "corpus": "{corpus}"},
         ),
     log:
         "logs/compare_ner/{corpus}.log",
@@ -281,6 +283,7 @@ rule tabulate_study:
             caption="../report/study.rst",
             category="De-identification",
             subcategory="study",
+            labels={"result": "arms vs reference", "corpus": "{corpus}"},
         ),
     log:
         "logs/tabulate_study/{corpus}.log",

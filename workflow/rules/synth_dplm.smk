@@ -124,18 +124,21 @@ rule audit_dp_lm:
             caption="../report/dplm_audit.rst",
             category="Synthetic data",
             subcategory="DP language model",
+            labels={"result": "audit tables", "corpus": "{corpus}"},
         ),
         rouge=report(
             "results/audit_dp_lm/{corpus}/max_rouge_l.png",
             caption="../report/dplm_max_rouge_l.rst",
             category="Synthetic data",
             subcategory="DP language model",
+            labels={"result": "max ROUGE-L vs training notes", "corpus": "{corpus}"},
         ),
         canaries=report(
             "results/audit_dp_lm/{corpus}/canaries.png",
             caption="../report/dplm_canaries.rst",
             category="Synthetic data",
             subcategory="DP language model",
+            labels={"result": "canary ROUGE-L", "corpus": "{corpus}"},
         ),
     log:
         "logs/audit_dp_lm/{corpus}.log",

@@ -126,6 +126,7 @@ rule evaluate_tabular:
             caption="../report/tabular_comparison.rst",
             category="Synthetic data",
             subcategory="DP tabular synthesis",
+            labels={"result": "fidelity and novelty (table)", "dataset": "{table}"},
         ),
         csv="results/evaluate_tabular/{table}/comparison.csv",
         png=report(
@@ -133,6 +134,7 @@ rule evaluate_tabular:
             caption="../report/tabular_comparison_figure.rst",
             category="Synthetic data",
             subcategory="DP tabular synthesis",
+            labels={"result": "fidelity and novelty (figure)", "dataset": "{table}"},
         ),
     log:
         "logs/evaluate_tabular/{table}.log",
@@ -235,6 +237,7 @@ rule check_faithfulness:
             caption="../report/tabular_faithfulness.rst",
             category="Synthetic data",
             subcategory="DP tabular synthesis",
+            labels={"result": "faithfulness (table)", "dataset": "{table}"},
         ),
         csv="results/check_faithfulness/{table}/faithfulness.csv",
         png=report(
@@ -242,6 +245,7 @@ rule check_faithfulness:
             caption="../report/tabular_faithfulness.rst",
             category="Synthetic data",
             subcategory="DP tabular synthesis",
+            labels={"result": "faithfulness (figure)", "dataset": "{table}"},
         ),
         pairs="results/check_faithfulness/{table}/pairs.parquet",
     log:

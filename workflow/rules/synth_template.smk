@@ -141,18 +141,21 @@ rule diagnose_synthetic:
             caption="../report/synthetic_tables.rst",
             category="Synthetic data",
             subcategory="template",
+            labels={"result": "diagnostics tables", "corpus": "{corpus}"},
         ),
         lengths=report(
             "results/diagnose_synthetic/{corpus}/lengths.png",
             caption="../report/synthetic_lengths.rst",
             category="Synthetic data",
             subcategory="template",
+            labels={"result": "note lengths", "corpus": "{corpus}"},
         ),
         labels=report(
             "results/diagnose_synthetic/{corpus}/labels.png",
             caption="../report/synthetic_labels.rst",
             category="Synthetic data",
             subcategory="template",
+            labels={"result": "label counts", "corpus": "{corpus}"},
         ),
     log:
         "logs/diagnose_synthetic/{corpus}.log",

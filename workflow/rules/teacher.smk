@@ -100,6 +100,7 @@ rule compare_teacher:
             caption="../report/distillation.rst",
             category="Teacher labelling",
             subcategory="{teacher}",
+            labels={"result": "teacher vs student", "teacher": "{teacher}"},
         ),
     log:
         "logs/compare_teacher/{corpus}/{teacher}.log",
@@ -128,6 +129,7 @@ rule measure_silver_noise:
             caption="../report/silver_noise.rst",
             category="Teacher labelling",
             subcategory="{teacher}",
+            labels={"result": "silver-label noise", "teacher": "{teacher}"},
         ),
     log:
         "logs/measure_silver_noise/{corpus}/{teacher}.log",

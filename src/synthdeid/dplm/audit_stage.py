@@ -354,7 +354,13 @@ def run(args: argparse.Namespace) -> None:
     with atomic_text(out / "audit.md") as handle:
         handle.write(markdown)
     with atomic_text(out / "audit.html") as handle:
-        handle.write(markdown_to_html(markdown, "DP language model audit"))
+        handle.write(
+            markdown_to_html(
+                markdown,
+                "DP language model audit",
+                images={name: out / name for name in ("max_rouge_l.png", "canaries.png")},
+            )
+        )
     rows = compare_audits(audits)
     for row in rows:
         q = quality[row["model"]]

@@ -9,6 +9,7 @@ atomically.
 from __future__ import annotations
 
 import csv
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -260,7 +261,8 @@ def plot_not_scored(path: Path, title: str, reason: str, ylabel: str) -> None:
     """A figure that says its statistic is undefined (never bars at 0)."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.0, 3.0))
-    ax.text(0.5, 0.5, f"n/a: {reason}", ha="center", va="center", wrap=True, fontsize=9)
+    text = textwrap.fill(f"n/a: {reason}", width=48)
+    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=9, transform=ax.transAxes)
     ax.set_xticks([])
     ax.set_yticks([])
     ax.set_ylabel(ylabel)

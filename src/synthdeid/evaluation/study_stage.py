@@ -61,6 +61,33 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     return document
 
 
+MIXTURE_FIELDS = ("n_train_total", "realized_synthetic_fraction")
+PRIVACY_FIELDS = ("epsilon", "delta")
+
+
+def read_mixture_summary(path: Path) -> dict[str, Any]:
+    """The sizes a build-mixture summary.json records (under its ``summary`` key)."""
+    summary = read_json(path, "mixture summary").get("summary")
+    if not isinstance(summary, dict) or any(key not in summary for key in MIXTURE_FIELDS):
+        raise InputError(
+            path,
+            None,
+            f"not a build-mixture summary: no summary.{' / summary.'.join(MIXTURE_FIELDS)}",
+            "pass the summary.json that build-mixture wrote",
+        )
+    return summary
+
+
+def read_privacy(path: Path) -> dict[str, Any]:
+    """The budget a train-dp-lm privacy.json records."""
+    record = read_json(path, "privacy record")
+    if any(key not in record for key in PRIVACY_FIELDS):
+        raise InputError(
+            path, None, "not a train-dp-lm privacy record: no epsilon / delta", "pass privacy.json"
+        )
+    return record
+
+
 def arm_of_runs(comparison: dict[str, Any], path: Path) -> dict[str, str]:
     if "arms" not in comparison or "arm_tests" not in comparison:
         raise InputError(
@@ -120,13 +147,19 @@ def metric_cell(row: dict[str, Any], metric: str) -> str:
     )
 
 
-def delta_cell(row: dict[str, Any], metric: str) -> str:
+def p_text(p: float, n_resamples: int) -> str:
+    """A bootstrap p; 0 means below the resolution of the resamples (2 / n, two-sided)."""
+    return f"p<{2 / n_resamples:.4f}" if p == 0 else f"p={p:.3f}"
+
+
+def delta_cell(row: dict[str, Any], metric: str, n_resamples: int) -> str:
     if row[f"{metric}_diff"] is None:
         return "(reference)" if row["reference"] else NOT_AVAILABLE
     mark = " *" if row[f"{metric}_significant"] else ""
     return (
         f"{row[f'{metric}_diff']:+.3f} [{row[f'{metric}_diff_lo']:+.3f}, "
-        f"{row[f'{metric}_diff_hi']:+.3f}] p={row[f'{metric}_p_bonferroni']:.3f}{mark}"
+        f"{row[f'{metric}_diff_hi']:+.3f}] "
+        f"{p_text(row[f'{metric}_p_bonferroni'], n_resamples)}{mark}"
     )
 
 
@@ -158,7 +191,7 @@ def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title
                 number(row["synthetic_share"], ".1%"),
                 number(row["epsilon"], ".2f"),
                 *(metric_cell(row, m) for m in ARM_METRICS),
-                *(delta_cell(row, m) for m in FOREST_METRICS),
+                *(delta_cell(row, m, comparison["n_resamples"]) for m in FOREST_METRICS),
             ]
             for row in rows
         ],
@@ -242,8 +275,8 @@ def run(args: argparse.Namespace) -> None:
                 raise InputError(
                     path, None, f"{kind} names run {name!r}, which the comparison does not hold"
                 )
-    mixtures = {name: read_json(path, "mixture summary") for name, path in args.mixtures}
-    privacy = {name: read_json(path, "privacy record") for name, path in args.privacy}
+    mixtures = {name: read_mixture_summary(path) for name, path in args.mixtures}
+    privacy = {name: read_privacy(path) for name, path in args.privacy}
     rows = study_rows(comparison, mixtures, privacy)
     out: Path = args.out_dir
     write_csv(rows, list(rows[0]), out / STUDY_CSV)

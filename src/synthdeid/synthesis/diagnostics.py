@@ -23,6 +23,7 @@ notes) is ``null`` / empty / "n/a", never a crash.
 
 from __future__ import annotations
 
+import base64
 import html
 import logging
 import math
@@ -563,11 +564,20 @@ def plot_labels(diag: Diagnostics, path: Path) -> None:
     save_figure(fig, path)
 
 
-def markdown_to_html(markdown: str, title: str) -> str:
-    """A standalone HTML page of Markdown with tables (CommonMark + GFM tables)."""
+def markdown_to_html(markdown: str, title: str, images: Mapping[str, Path] | None = None) -> str:
+    """A standalone HTML page of Markdown with tables (CommonMark + GFM tables).
+
+    ``images`` maps an image link of the Markdown (``max_rouge_l.png``) to its
+    PNG file, which is embedded in the page as a data URI: the page then shows
+    its figures wherever it is opened (a Snakemake report shows it from a data
+    URI, where relative links lead nowhere).
+    """
     from markdown_it import MarkdownIt
 
     body = MarkdownIt("commonmark").enable("table").render(markdown)
+    for link, path in (images or {}).items():
+        encoded = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+        body = body.replace(f'src="{link}"', f'src="data:image/png;base64,{encoded}"')
     style = (
         "body{font-family:sans-serif;max-width:70em;margin:1em auto}"
         "table{border-collapse:collapse;margin:1em 0}"
