@@ -383,7 +383,8 @@ def test_llm_reports_over_http_are_validated_filled_and_judged(work: Path, chat_
     )
     assert judged["checker"] == "llm:scripted" and judged["judge_failures"] == {"invalid_json": 1}
     assert judged["statuses"]["not_judged"] == 12  # the unreadable answer: 12 variables
-    assert judged["document_buckets"]["Perfect"] == pytest.approx(4 / 5)
+    # the unreadable answer judged nothing: its report is left out, not counted as wrong
+    assert judged["document_buckets"]["Perfect"] == pytest.approx(1.0)
     # the judge said yes to every pair it judged, as the rules did: full agreement, and a
     # kappa that is undefined (chance agreement 1), reported as such
     assert judged["agreement_with_rules"] == {"pairs": 48, "observed": 1.0, "kappa": None}

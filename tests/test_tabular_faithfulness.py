@@ -267,6 +267,26 @@ def test_scores_per_variable_overall_and_buckets():
     assert list(shares) == ["Perfect", "High", "Moderate", "Low", "Very Low"]
 
 
+def test_unjudged_pairs_are_left_out_and_nothing_judged_is_undefined():
+    """A judge that failed on a pair measured nothing: n/a, not a wrong report."""
+    unjudged = [VariableVerdict(f"v{k}", "x", False, NOT_JUDGED, None) for k in range(20)]
+    by_report = {"r1": report_verdicts(20, 20), "r2": unjudged}
+    accuracy = per_variable_accuracy(by_report)
+    assert accuracy["v0"] == 1.0 and overall_accuracy(accuracy) == 1.0
+    assert document_accuracy(unjudged) is None
+    assert bucket_shares(by_report) == {
+        "Perfect": 1.0,
+        "High": 0.0,
+        "Moderate": 0.0,
+        "Low": 0.0,
+        "Very Low": 0.0,
+    }
+    nothing = {"r2": unjudged}
+    assert set(per_variable_accuracy(nothing).values()) == {None}
+    assert overall_accuracy(per_variable_accuracy(nothing)) is None
+    assert bucket_shares(nothing) is None
+
+
 def test_faithful_pairs_drop_what_is_not_stated_correctly():
     text = "Mean nuclear radius 13, largest nuclear radius 30. Texture was not assessed."
     by_report = check_reports({"r1": text}, {"r1": {**ROW, "mean_texture": MISSING}}, SPEC)

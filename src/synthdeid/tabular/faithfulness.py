@@ -489,15 +489,24 @@ def _reports(
 def per_variable_accuracy(
     verdicts_by_report: Mapping[str, Sequence[VariableVerdict]]
     | Iterable[Sequence[VariableVerdict]],
-) -> dict[str, float]:
-    """Per variable, the share of reports stating it correctly (Lorenzo et al. 2026, Table 2)."""
+) -> dict[str, float | None]:
+    """Per variable, the share of reports stating it correctly (Lorenzo et al. 2026, Table 2).
+
+    Over the judged verdicts only: a pair the judge could not answer for
+    (``not_judged``) is a failed measurement, not a wrong report. A variable
+    with no judged verdict has no accuracy (None, shown as n/a).
+    """
     correct: Counter[str] = Counter()
     total: Counter[str] = Counter()
+    seen: dict[str, None] = {}
     for verdicts in _reports(verdicts_by_report):
         for verdict in verdicts:
+            seen[verdict.variable] = None
+            if verdict.status == NOT_JUDGED:
+                continue
             total[verdict.variable] += 1
             correct[verdict.variable] += int(verdict.correct)
-    return {name: correct[name] / count for name, count in total.items()}
+    return {name: (correct[name] / total[name] if total[name] else None) for name in seen}
 
 
 @dataclass(frozen=True)
@@ -537,18 +546,23 @@ def agreement(
     return Agreement(n, observed, kappa)
 
 
-def overall_accuracy(per_variable: Mapping[str, float]) -> float:
-    """The mean of the per-variable accuracies (Lorenzo et al. 2026, Table 2, "Overall")."""
+def overall_accuracy(per_variable: Mapping[str, float | None]) -> float | None:
+    """The mean of the per-variable accuracies (Lorenzo et al. 2026, Table 2, "Overall").
+
+    Over the variables that have one; None when none has (nothing was judged).
+    """
     if not per_variable:
         raise ValueError("no variables to average")
-    return sum(per_variable.values()) / len(per_variable)
+    values = [value for value in per_variable.values() if value is not None]
+    return sum(values) / len(values) if values else None
 
 
-def document_accuracy(verdicts: Sequence[VariableVerdict]) -> float:
-    """The share of a report's variables stated correctly."""
+def document_accuracy(verdicts: Sequence[VariableVerdict]) -> float | None:
+    """The share of a report's judged variables stated correctly (None: none judged)."""
     if not verdicts:
         raise ValueError("a report without verdicts has no accuracy")
-    return sum(v.correct for v in verdicts) / len(verdicts)
+    judged = [v for v in verdicts if v.status != NOT_JUDGED]
+    return sum(v.correct for v in judged) / len(judged) if judged else None
 
 
 def accuracy_bucket(fraction: float) -> str:
@@ -564,11 +578,17 @@ def accuracy_bucket(fraction: float) -> str:
 def bucket_shares(
     verdicts_by_report: Mapping[str, Sequence[VariableVerdict]]
     | Iterable[Sequence[VariableVerdict]],
-) -> dict[str, float]:
-    """The share of documents in each Table 3 bucket (every bucket listed, in order)."""
-    reports = _reports(verdicts_by_report)
-    counts = Counter(accuracy_bucket(document_accuracy(verdicts)) for verdicts in reports)
-    return {name: (counts[name] / len(reports) if reports else 0.0) for name, _ in BUCKETS}
+) -> dict[str, float] | None:
+    """The share of documents in each Table 3 bucket (every bucket listed, in order).
+
+    Over the documents with at least one judged variable; None when there is none.
+    """
+    accuracies = [document_accuracy(verdicts) for verdicts in _reports(verdicts_by_report)]
+    judged = [value for value in accuracies if value is not None]
+    if not judged:
+        return None
+    counts = Counter(accuracy_bucket(value) for value in judged)
+    return {name: counts[name] / len(judged) for name, _ in BUCKETS}
 
 
 def faithful_pairs(

@@ -34,7 +34,7 @@ from synthdeid.artifacts import (
 )
 from synthdeid.cli_types import input_dir, input_file, output_dir
 from synthdeid.errors import InputError
-from synthdeid.evaluation.report import pyplot, save_figure
+from synthdeid.evaluation.report import NOT_AVAILABLE, pyplot, save_figure
 from synthdeid.llm.base import ChatFailure, ChatRequest
 from synthdeid.llm.factory import build_backend
 from synthdeid.tabular.faithfulness import (
@@ -45,6 +45,7 @@ from synthdeid.tabular.faithfulness import (
     agreement,
     bucket_shares,
     check_report,
+    document_accuracy,
     faithful_pairs,
     judge_request_messages,
     load_judge_prompt,
@@ -64,7 +65,8 @@ PAIRS_SCHEMA = pa.schema(
         pa.field("report", pa.string(), nullable=False),
         pa.field("kept_json", pa.string(), nullable=False),
         pa.field("dropped", pa.list_(pa.string()), nullable=False),
-        pa.field("document_accuracy", pa.float64(), nullable=False),
+        # None when the judge answered for none of the report's variables
+        pa.field("document_accuracy", pa.float64(), nullable=True),
     ]
 )
 
@@ -132,37 +134,58 @@ def judge_verdicts(
 
 
 def accuracy_table(
-    per_variable: dict[str, float], overall: float, buckets: dict[str, float]
+    per_variable: dict[str, float | None], overall: float | None, buckets: dict[str, float] | None
 ) -> str:
+    """Accuracies over the judged pairs; n/a where nothing was judged."""
     lines = ["| Variable | Accuracy |", "|---|---|"]
-    lines += [f"| {name} | {value:.3f} |" for name, value in per_variable.items()]
-    lines.append(f"| **Overall** | **{overall:.3f}** |")
+    lines += [f"| {name} | {number(value, '.3f')} |" for name, value in per_variable.items()]
+    lines.append(f"| **Overall** | **{number(overall, '.3f')}** |")
     lines += ["", "| Document accuracy bucket | Share of documents |", "|---|---|"]
-    lines += [f"| {name} | {100 * share:.1f}% |" for name, share in buckets.items()]
+    if buckets is None:
+        lines.append(f"| (no document with a judged variable) | {NOT_AVAILABLE} |")
+    else:
+        lines += [f"| {name} | {100 * share:.1f}% |" for name, share in buckets.items()]
     return "\n".join(lines) + "\n"
 
 
-def accuracy_figure(per_variable: dict[str, float], buckets: dict[str, float], path: Path) -> None:
+def number(value: float | None, spec: str) -> str:
+    return NOT_AVAILABLE if value is None else format(value, spec)
+
+
+def accuracy_figure(
+    per_variable: dict[str, float | None], buckets: dict[str, float] | None, path: Path
+) -> None:
+    """Per-variable accuracy (n/a written where none was judged) and the document buckets."""
     plt = pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 2]})
     names = list(per_variable)
-    axes[0].barh(np.arange(len(names)), [per_variable[n] for n in names], color="tab:blue")
-    axes[0].set_yticks(np.arange(len(names)), names, fontsize=8)
+    positions = np.arange(len(names))
+    values = [per_variable[n] for n in names]
+    axes[0].barh(positions, [v if v is not None else 0.0 for v in values], color="#0072b2")
+    for y, value in zip(positions, values, strict=True):
+        if value is None:
+            axes[0].text(0.01, y, NOT_AVAILABLE, va="center", fontsize=8, color="#555555")
+    axes[0].set_yticks(positions, names, fontsize=8)
     axes[0].invert_yaxis()
     axes[0].set_xlim(0, 1)
+    axes[0].set_xlabel("share of judged reports stating the variable correctly")
     axes[0].set_title("Per-variable accuracy")
-    axes[1].bar(list(buckets), [100 * v for v in buckets.values()], color="tab:green")
+    if buckets is None:
+        axes[1].text(0.5, 0.5, f"{NOT_AVAILABLE}: no report judged", ha="center", va="center")
+        axes[1].set_xticks([])
+    else:
+        axes[1].bar(list(buckets), [100 * v for v in buckets.values()], color="#009e73")
+        axes[1].tick_params(axis="x", rotation=30)
     axes[1].set_ylabel("% of documents")
     axes[1].set_title("Document-level accuracy")
-    axes[1].tick_params(axis="x", rotation=30)
     figure.tight_layout()
     save_figure(figure, path)
 
 
 def agreement_line(found: Agreement) -> str:
     """The judge's agreement with the rule checker, n/a where it is undefined."""
-    observed = "n/a" if found.observed is None else f"{found.observed:.3f}"
-    kappa = "n/a" if found.kappa is None else f"{found.kappa:.3f}"
+    observed = number(found.observed, ".3f")
+    kappa = number(found.kappa, ".3f")
     return (
         f"Agreement with the rule checker over {found.pairs} judged pairs: "
         f"{observed} (Cohen's kappa {kappa})."
@@ -240,7 +263,7 @@ def run(args: argparse.Namespace) -> None:
             "report": r["template"],
             "kept_json": json.dumps(dict(pairs[r["record_id"]].kept), sort_keys=True),
             "dropped": list(pairs[r["record_id"]].dropped),
-            "document_accuracy": sum(v.correct for v in vs) / len(vs),
+            "document_accuracy": document_accuracy(vs),
         }
         for r, vs in zip(reports, verdicts, strict=True)
     ]
@@ -284,9 +307,9 @@ def run(args: argparse.Namespace) -> None:
         pa.Table.from_pylist(rows, schema=PAIRS_SCHEMA), out / "pairs.parquet", provenance
     )
     log.info(
-        "faithfulness (%s): overall %.3f over %d reports; perfect %.1f%%",
+        "faithfulness (%s): overall %s over %d reports; perfect %s",
         checker,
-        overall,
+        number(overall, ".3f"),
         len(reports),
-        100 * buckets.get("Perfect", 0.0),
+        NOT_AVAILABLE if buckets is None else f"{100 * buckets['Perfect']:.1f}%",
     )
