@@ -579,18 +579,19 @@ def test_a_swept_run_expands_into_named_runs_and_new_values_add_only_theirs(
     assert '"seed":2' in commands.stdout
     assert "--run sweep-syn50-seed2" in commands.stdout
     # build the four mixtures (cheap), then add a fraction and a seed
-    snakemake(workdir, "--configfile", first, *mixture_targets(["25", "50"], [1, 2]))
+    # (targets go before --configfile, which takes every value after it)
+    snakemake(workdir, *mixture_targets(["25", "50"], [1, 2]), "--configfile", first)
     summary = json.loads(
         (workdir / "results/build_mixture/demo/sweep-syn25-seed2/summary.json").read_text()
     )
-    assert summary["target_synthetic_fraction"] == 0.25
+    assert summary["summary"]["target_synthetic_fraction"] == 0.25
     second = sweep_config(workdir, "sweep-2", [0.25, 0.5, 0.9], [1, 2, 3])
     more = snakemake(
         workdir,
         "-n",
+        *mixture_targets(["25", "50", "90"], [1, 2, 3]),
         "--configfile",
         second,
-        *mixture_targets(["25", "50", "90"], [1, 2, 3]),
     )
     # 9 mixtures asked for, 4 already built with unchanged params: only the 5 new ones run
     assert planned_jobs(more.stdout) == {"build_mixture": 5}
