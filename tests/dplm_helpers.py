@@ -74,3 +74,22 @@ def made_up_lm_texts(n: int, seed: int = 0) -> list[str]:
         body = " ".join(rng.choice(WORDS) for _ in range(rng.randint(8, 20)))
         texts.append(body + (" seen by [[DOCTOR_1]] on [[DATE_1]]." if i % 2 else "."))
     return texts
+
+
+def tiny_scratch_and_training():
+    """The tiny scratch GPT-2 and the 6-step training settings the DP-SGD tests share."""
+    from synthdeid.dplm.model import ScratchConfig
+    from synthdeid.dplm.training import LmTrainingConfig
+
+    scratch = ScratchConfig(
+        n_layer=1, n_head=2, n_embd=32, n_positions=96, vocab_size=400, min_frequency=2
+    )
+    training = LmTrainingConfig(
+        max_steps=6,
+        logical_batch_size=6,
+        physical_batch_size=4,
+        max_length=48,
+        learning_rate=1e-2,
+        seed=3,
+    )
+    return scratch, training

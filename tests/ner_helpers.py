@@ -59,3 +59,15 @@ EVENTS = (
 def made_up_sentences(n: int, step: int = 3) -> list[str]:
     """``n`` sentences: a subject and an event, cycling through both lists."""
     return [f"{SUBJECTS[i % len(SUBJECTS)]} {EVENTS[(step * i) % len(EVENTS)]}." for i in range(n)]
+
+
+# a few steps of TAPT on a tiny encoder (the model is added by each test)
+TAPT_RUN_CONFIG: dict[str, object] = {
+    "max_steps": 8,
+    "batch_size": 4,
+    "max_length": 32,
+    "warmup_steps": 2,
+    "seed": 3,
+    "heldout_fraction": 0.1,
+    "log_every": 1,
+}

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 import torch
-from tests.dplm_helpers import made_up_lm_texts
+from tests.dplm_helpers import made_up_lm_texts, tiny_scratch_and_training
 from tests.synthesis_helpers import allowlist, validator
 
 from synthdeid.dplm.corpus import (
@@ -23,7 +23,6 @@ from synthdeid.dplm.corpus import (
     training_examples,
 )
 from synthdeid.dplm.model import (
-    ScratchConfig,
     build_lm,
     conv1d_to_linear,
     linear_to_conv1d,
@@ -50,9 +49,7 @@ from synthdeid.errors import ConfigError
 from synthdeid.synthesis.prompts import seed_variant
 
 CPU = torch.device("cpu")
-SCRATCH = ScratchConfig(
-    n_layer=1, n_head=2, n_embd=32, n_positions=96, vocab_size=400, min_frequency=2
-)
+SCRATCH, TRAINING = tiny_scratch_and_training()
 
 
 @pytest.fixture(autouse=True)
@@ -72,16 +69,6 @@ def examples_and_model(n: int = 24, seed: int = 0) -> tuple[list[LmExample], obj
     built = build_lm(None, SCRATCH, texts, special, seed=seed)
     model, tokenizer = built.model, built.tokenizer
     return examples, model, tokenizer
-
-
-TRAINING = LmTrainingConfig(
-    max_steps=6,
-    logical_batch_size=6,
-    physical_batch_size=4,
-    max_length=48,
-    learning_rate=1e-2,
-    seed=3,
-)
 
 
 def train(privacy: PrivacyConfig | None, config: LmTrainingConfig = TRAINING):

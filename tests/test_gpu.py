@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 import torch
 
-from dplm_helpers import made_up_lm_texts, tiny_pretrained_lm
-from ner_helpers import made_up_sentences, note_from_pieces, tiny_encoder_dir
+from dplm_helpers import made_up_lm_texts, tiny_pretrained_lm, tiny_scratch_and_training
+from ner_helpers import TAPT_RUN_CONFIG, made_up_sentences, note_from_pieces, tiny_encoder_dir
 from synthdeid.errors import ConfigError
 from synthdeid.ner.model import DeidTagger
 from synthdeid.ner.model_card import save_model_directory
@@ -169,28 +169,18 @@ def test_dp_sgd_on_cuda_spends_the_planned_budget() -> None:
         placeholder_tokens,
         training_examples,
     )
-    from synthdeid.dplm.model import ScratchConfig, build_lm
+    from synthdeid.dplm.model import build_lm
     from synthdeid.dplm.privacy import PrivacyConfig, default_delta
-    from synthdeid.dplm.training import LmTrainingConfig, train_lm
+    from synthdeid.dplm.training import train_lm
 
     torch.manual_seed(0)
     texts = made_up_lm_texts(24)
     coder = ControlCoder.fit(["pii"], texts)
     examples = training_examples([(f"n{i}", t) for i, t in enumerate(texts)], [], coder)
     special = [control_token(c) for c in coder.all_codes()] + placeholder_tokens(allowlist(), texts)
-    scratch = ScratchConfig(
-        n_layer=1, n_head=2, n_embd=32, n_positions=96, vocab_size=400, min_frequency=2
-    )
+    scratch, config = tiny_scratch_and_training()
     built = build_lm(None, scratch, texts, special, seed=0)
     before = built.model.get_input_embeddings().weight.detach().clone()
-    config = LmTrainingConfig(
-        max_steps=6,
-        logical_batch_size=6,
-        physical_batch_size=4,
-        max_length=48,
-        learning_rate=1e-2,
-        seed=3,
-    )
     result = train_lm(
         examples,
         built.model,
@@ -229,18 +219,7 @@ def test_tapt_on_cuda(tmp_path: Path) -> None:
 
     torch.manual_seed(0)
     encoder = tiny_encoder_dir(tmp_path / "encoder")
-    config = TaptConfig.from_mapping(
-        {
-            "model": str(encoder),
-            "max_steps": 8,
-            "batch_size": 4,
-            "max_length": 32,
-            "warmup_steps": 2,
-            "seed": 3,
-            "heldout_fraction": 0.1,
-            "log_every": 1,
-        }
-    )
+    config = TaptConfig.from_mapping({"model": str(encoder), **TAPT_RUN_CONFIG})
     assert config.precision == "auto"  # bf16 or fp16 autocast on a GPU
     result = continue_pretraining(
         TAPT_TEXTS,

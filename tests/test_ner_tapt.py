@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 from safetensors.torch import load_file
-from tests.ner_helpers import made_up_sentences
+from tests.ner_helpers import TAPT_RUN_CONFIG, made_up_sentences
 
 from synthdeid.cli import main
 from synthdeid.errors import ConfigError, InputError
@@ -28,15 +28,7 @@ from synthdeid.notes import UNSPLIT, Note, write_notes
 TOO_SHORT = ("Stable.", "No acute events.", "Seen today.")
 # 40 texts: 37 made-up sentences and 3 under min_words (5)
 TEXTS = [*made_up_sentences(37, step=3), *TOO_SHORT]
-RUN_CONFIG: dict[str, Any] = {
-    "max_steps": 8,
-    "batch_size": 4,
-    "max_length": 32,
-    "warmup_steps": 2,
-    "seed": 3,
-    "heldout_fraction": 0.1,
-    "log_every": 1,
-}
+RUN_CONFIG: dict[str, Any] = dict(TAPT_RUN_CONFIG)
 
 
 # --- config ------------------------------------------------------------------------------

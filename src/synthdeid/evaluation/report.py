@@ -132,6 +132,11 @@ def metrics_document(
     }
 
 
+def number_or_na(value: float | None, spec: str = ".3f") -> str:
+    """A figure formatted by ``spec``, or n/a where it is undefined (None)."""
+    return NOT_AVAILABLE if value is None else format(value, spec)
+
+
 def format_interval(interval: Interval) -> str:
     return f"{interval.estimate:.3f} [{interval.lo:.3f}, {interval.hi:.3f}]"
 

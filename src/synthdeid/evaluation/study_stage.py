@@ -29,10 +29,12 @@ from synthdeid.evaluation.arms import ARM_METRICS
 from synthdeid.evaluation.report import (
     NOT_AVAILABLE,
     markdown_table,
+    number_or_na,
     pyplot,
     save_figure,
     write_csv,
 )
+from synthdeid.ner.mixture_stage import read_mixture_summary
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +67,14 @@ MIXTURE_FIELDS = ("n_train_total", "realized_synthetic_fraction")
 PRIVACY_FIELDS = ("epsilon", "delta")
 
 
-def read_mixture_summary(path: Path) -> dict[str, Any]:
-    """The sizes a build-mixture summary.json records (under its ``summary`` key)."""
-    summary = read_json(path, "mixture summary").get("summary")
-    if not isinstance(summary, dict) or any(key not in summary for key in MIXTURE_FIELDS):
+def read_sizes(path: Path) -> dict[str, Any]:
+    """The sizes the study table reads from a build-mixture summary."""
+    summary = read_mixture_summary(path)
+    if any(key not in summary for key in MIXTURE_FIELDS):
         raise InputError(
             path,
             None,
-            f"not a build-mixture summary: no summary.{' / summary.'.join(MIXTURE_FIELDS)}",
+            f"not a build-mixture summary: no {' / '.join(MIXTURE_FIELDS)}",
             "pass the summary.json that build-mixture wrote",
         )
     return summary
@@ -134,10 +136,6 @@ def study_rows(
     return rows
 
 
-def number(value: float | None, spec: str = ".3f") -> str:
-    return NOT_AVAILABLE if value is None else format(value, spec)
-
-
 def metric_cell(row: dict[str, Any], metric: str) -> str:
     sd = row[f"{metric}_sd"]
     spread = f" +- {sd:.3f}" if sd is not None else ""
@@ -187,9 +185,9 @@ def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title
             [
                 row["arm"] + (" (reference)" if row["reference"] else ""),
                 str(row["seeds"]),
-                number(row["train_notes"], ".0f"),
-                number(row["synthetic_share"], ".1%"),
-                number(row["epsilon"], ".2f"),
+                number_or_na(row["train_notes"], ".0f"),
+                number_or_na(row["synthetic_share"], ".1%"),
+                number_or_na(row["epsilon"], ".2f"),
                 *(metric_cell(row, m) for m in ARM_METRICS),
                 *(delta_cell(row, m, comparison["n_resamples"]) for m in FOREST_METRICS),
             ]
@@ -275,7 +273,7 @@ def run(args: argparse.Namespace) -> None:
                 raise InputError(
                     path, None, f"{kind} names run {name!r}, which the comparison does not hold"
                 )
-    mixtures = {name: read_mixture_summary(path) for name, path in args.mixtures}
+    mixtures = {name: read_sizes(path) for name, path in args.mixtures}
     privacy = {name: read_privacy(path) for name, path in args.privacy}
     rows = study_rows(comparison, mixtures, privacy)
     out: Path = args.out_dir

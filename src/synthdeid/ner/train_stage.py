@@ -15,28 +15,14 @@ import argparse
 import json
 import logging
 from dataclasses import replace
-from pathlib import Path
-from typing import Any
 
 from synthdeid.cli_types import input_file, output_dir, positive_int
-from synthdeid.errors import ConfigError, InputError
+from synthdeid.errors import ConfigError
+from synthdeid.ner.mixture_stage import read_mixture_summary
 from synthdeid.ner.mixtures import read_mixture
 from synthdeid.notes import read_notes
 
 log = logging.getLogger(__name__)
-
-
-def read_mixture_summary(path: Path | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(path, None, f"unreadable mixture summary: {exc}") from exc
-    summary = data.get("summary", data)
-    if not isinstance(summary, dict):
-        raise InputError(path, None, "mixture summary is not a JSON object")
-    return summary
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +50,7 @@ def run(args: argparse.Namespace) -> None:
     config = TrainingConfig.from_mapping(args.config)
     if args.threads and config.threads is None:
         config = replace(config, threads=args.threads)
-    mixture = read_mixture_summary(args.mixture_summary)
+    mixture = read_mixture_summary(args.mixture_summary) if args.mixture_summary else {}
     if mixture.get("max_steps"):
         config = replace(config, max_steps=int(mixture["max_steps"]))
         log.info("compute-matched mixture: exactly %d optimizer steps", config.max_steps)

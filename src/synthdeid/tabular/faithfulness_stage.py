@@ -34,7 +34,7 @@ from synthdeid.artifacts import (
 )
 from synthdeid.cli_types import input_dir, input_file, output_dir
 from synthdeid.errors import InputError
-from synthdeid.evaluation.report import NOT_AVAILABLE, pyplot, save_figure
+from synthdeid.evaluation.report import NOT_AVAILABLE, number_or_na, pyplot, save_figure
 from synthdeid.llm.base import ChatFailure, ChatRequest
 from synthdeid.llm.factory import build_backend
 from synthdeid.tabular.faithfulness import (
@@ -138,18 +138,14 @@ def accuracy_table(
 ) -> str:
     """Accuracies over the judged pairs; n/a where nothing was judged."""
     lines = ["| Variable | Accuracy |", "|---|---|"]
-    lines += [f"| {name} | {number(value, '.3f')} |" for name, value in per_variable.items()]
-    lines.append(f"| **Overall** | **{number(overall, '.3f')}** |")
+    lines += [f"| {name} | {number_or_na(value, '.3f')} |" for name, value in per_variable.items()]
+    lines.append(f"| **Overall** | **{number_or_na(overall, '.3f')}** |")
     lines += ["", "| Document accuracy bucket | Share of documents |", "|---|---|"]
     if buckets is None:
         lines.append(f"| (no document with a judged variable) | {NOT_AVAILABLE} |")
     else:
         lines += [f"| {name} | {100 * share:.1f}% |" for name, share in buckets.items()]
     return "\n".join(lines) + "\n"
-
-
-def number(value: float | None, spec: str) -> str:
-    return NOT_AVAILABLE if value is None else format(value, spec)
 
 
 def accuracy_figure(
@@ -184,8 +180,8 @@ def accuracy_figure(
 
 def agreement_line(found: Agreement) -> str:
     """The judge's agreement with the rule checker, n/a where it is undefined."""
-    observed = number(found.observed, ".3f")
-    kappa = number(found.kappa, ".3f")
+    observed = number_or_na(found.observed, ".3f")
+    kappa = number_or_na(found.kappa, ".3f")
     return (
         f"Agreement with the rule checker over {found.pairs} judged pairs: "
         f"{observed} (Cohen's kappa {kappa})."
@@ -309,7 +305,7 @@ def run(args: argparse.Namespace) -> None:
     log.info(
         "faithfulness (%s): overall %s over %d reports; perfect %s",
         checker,
-        number(overall, ".3f"),
+        number_or_na(overall, ".3f"),
         len(reports),
         NOT_AVAILABLE if buckets is None else f"{100 * buckets['Perfect']:.1f}%",
     )
