@@ -17,7 +17,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import update_config, validate
 
-from workflow_helpers import copy_workflow, snakemake
+from workflow_helpers import copy_workflow, planned_jobs, snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -111,3 +111,59 @@ def test_dry_run_refuses_fractions_not_summing_to_one(workflow_copy: Path) -> No
 def test_dry_run_refuses_an_inherited_privacy_conflict(workflow_copy: Path) -> None:
     output = dry_run_refusal(workflow_copy, "privacy", privacy(noise_multiplier=0.8))
     assert "sets both target_epsilon and noise_multiplier" in output
+
+
+# ---------------------------------------------------------------- stacked runs (lexicons)
+
+STACKED_RUN = {"name": "real_only_lexicons", "base": "real_only", "lexicons": ["first_names"]}
+
+
+def with_runs(*extra: dict[str, Any]) -> dict[str, Any]:
+    """The demo's runs and ``extra`` (a named config replaces the whole list)."""
+    return {"ner": {"runs": [*DEFAULT["ner"]["runs"], *extra]}}
+
+
+def test_a_stacked_run_has_base_and_lexicons_and_no_mixture() -> None:
+    validate(merged(with_runs(STACKED_RUN)), str(SCHEMA))
+    mixture = {"regime": "augmentation", "synthetic_fraction": 0.0}
+    assert "is valid under each of" in refusal(with_runs({**STACKED_RUN, "mixture": mixture}))
+    assert "'streets' is not one of" in refusal(with_runs({**STACKED_RUN, "lexicons": ["streets"]}))
+    assert "'holdout' is not one of" in refusal(with_runs({**STACKED_RUN, "parts": ["holdout"]}))
+    assert "is not valid under any of" in refusal(with_runs({"name": "x", "base": "real_only"}))
+
+
+def test_dry_run_plans_a_stacked_run_like_any_other(workflow_copy: Path) -> None:
+    path = workflow_copy / "stacked.yaml"
+    path.write_text(yaml.safe_dump(with_runs(STACKED_RUN)), encoding="utf-8")
+    result = snakemake(workflow_copy, "-n", "-p", "--configfile", str(path))
+    jobs = planned_jobs(result.stdout)
+    n_runs = len(DEFAULT["ner"]["runs"]) + 1
+    assert jobs["stack_lexicons"] == 1
+    assert jobs["predict_ner"] == jobs["evaluate_ner"] == n_runs
+    assert jobs["build_mixture"] == jobs["train_ner"]  # no mixture or training of its own
+    assert (
+        "stack-lexicons --model results/train_ner/demo/real_only/model" in result.stdout
+        and "--validation results/build_mixture/demo/real_only/validation.parquet" in result.stdout
+        and "--lexicons first_names" in result.stdout
+    )
+    assert "deid --model results/stack_lexicons/demo/real_only_lexicons/model" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"base": "real_surrogate_ensemble"},
+            "base 'real_surrogate_ensemble' is not a trained run",
+        ),
+        ({"base": "bogus"}, "base 'bogus' is not a trained run"),
+        ({"pools": ["surrogates"]}, "pools, tapt and training belong to its base run"),
+        ({"training_seeds": [1, 2]}, "stacks lexicons over a trained run"),
+    ],
+)
+def test_dry_run_refuses_bad_stacked_runs(
+    workflow_copy: Path, change: dict[str, Any], message: str
+) -> None:
+    assert message in dry_run_refusal(
+        workflow_copy, "bad-stacked", with_runs({**STACKED_RUN, **change})
+    )

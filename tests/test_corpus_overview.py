@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from matplotlib.colors import to_hex
+
 from synthdeid.corpus_overview import overview_table, plot_overview
+from synthdeid.evaluation.report import PALETTE
 from synthdeid.notes import Note, Span
 
 
@@ -21,5 +24,15 @@ def test_overview_counts_per_part(tmp_path) -> None:
     assert table.loc["train", "notes"] == 0
     assert table.loc["holdout", "DOCTOR"] == 1
     figure = tmp_path / "overview.png"
-    plot_overview(overview_table(notes), figure, "test")
+    fig = plot_overview(overview_table(notes), figure, "test")
     assert figure.read_bytes().startswith(b"\x89PNG")
+    left, right = fig.axes
+    assert left.get_xlabel() == "part of the split" and left.get_ylabel() == "notes"
+    assert right.get_xlabel() == "canonical PHI label" and right.get_ylabel() == "gold spans"
+    assert "n = 3" in left.get_title() and "n = 3" in right.get_title()
+    # the counts are written on the bars, so the figure needs no table beside it
+    assert {t.get_text() for t in left.texts} == {"1", ""}  # empty bars stay unlabelled
+    assert {t.get_text() for t in right.texts} == {"1", ""}
+    # with / without PHI in the shared colour-blind-safe palette, not red against green
+    colours = {to_hex(bar.get_facecolor()) for bar in left.patches}
+    assert colours == {to_hex(PALETTE["orange"]), to_hex(PALETTE["sky"])}

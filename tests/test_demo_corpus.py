@@ -116,6 +116,14 @@ def test_committed_file_matches_generator(records: list[dict]) -> None:
     )
 
 
+def test_committed_external_corpus_matches_generator() -> None:
+    # the demo's second corpus (evaluation.corpora): same generator, another seed and size
+    external = DEMO_FILE.parents[1] / "demo-external" / "notes.jsonl"
+    assert external.read_text(encoding="utf-8") == render_jsonl(
+        generate_demo_notes(60, 20261123)
+    ), "resources/demo-external/notes.jsonl has drifted; see resources/demo-external/README.md"
+
+
 def test_committed_file_reads_with_jsonl_reader(records: list[dict]) -> None:
     reader = JsonlReader(ReaderOptions(label_map=LabelMap.identity(), source="demo"))
     notes = reader.read(DEMO_FILE)

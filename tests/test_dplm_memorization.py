@@ -195,3 +195,38 @@ def test_compare_json_markdown_and_figures(tmp_path: Path) -> None:
         "hist.png",
     ]
     assert not math.isnan(rows[0]["mean_max_rouge_l"])
+
+
+def test_canary_figure_says_plainly_when_no_canary_was_extracted(tmp_path: Path) -> None:
+    canaries = make_canaries(3, seed=1)
+    silent = {
+        "dp": canary_report(canaries, ["nothing like it"], resamples=50),
+        "non_dp": canary_report(canaries, ["nor this one", "x"], resamples=50),
+    }
+    fig = plot_canaries(silent, tmp_path / "none.png")
+    (ax,) = fig.axes
+    title = ax.get_title().replace("\n", " ")
+    assert title.startswith("No canary was extracted")
+    assert "3 canaries" in title
+    assert "DP-SGD model: n = 1 sample;" in title and "non-DP baseline: n = 2 samples" in title
+    assert ax.get_xlabel() == "planted canary (n = 3)"
+    assert "0 to 1" in ax.get_ylabel()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == ["DP-SGD model", "non-DP baseline"]  # human names, not run keys
+
+    leaky = {
+        "dp": silent["dp"],
+        "non_dp": canary_report(canaries, [canaries[0].text, "x"], resamples=50),
+    }
+    fig = plot_canaries(leaky, tmp_path / "leaky.png")
+    (ax,) = fig.axes
+    title = ax.get_title().replace("\n", " ")
+    assert "DP-SGD model 0/3" in title and "non-DP baseline 1/3" in title
+    assert "phrase reproduced in a sample" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_histogram_titles_name_the_model_and_n(tmp_path: Path) -> None:
+    fig = plot_max_rouge_histograms(_two_audits(), tmp_path / "hist.png")
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles[0].startswith("DP-SGD model (n = ") and titles[1].startswith("non-DP baseline")
+    assert all("ROUGE-L" in ax.get_xlabel() for ax in fig.axes)

@@ -8,8 +8,10 @@ import pytest
 from synthdeid.evaluation.bootstrap import (
     bonferroni,
     bootstrap_metrics,
+    is_significant,
     p_value,
     paired_bootstrap_test,
+    percentile_interval,
     resample_weights,
     resampled_sums,
 )
@@ -89,7 +91,17 @@ def test_intervals_contain_the_point_estimate_and_are_deterministic() -> None:
         assert interval.lo < interval.hi  # 60 noisy notes: the interval has width
     assert result.support[ALL] == 40 * 4
     again = bootstrap_metrics(table, n_resamples=400, seed=42)
-    assert again == result
+    # as dicts: labels without gold or predictions hold undefined (NaN) figures
+    assert {k: v.as_dict() for k, v in again.headline.items()} == {
+        k: v.as_dict() for k, v in result.headline.items()
+    }
+    assert {
+        label: {m: i.as_dict() for m, i in ratios.items()}
+        for label, ratios in again.per_label.items()
+    } == {
+        label: {m: i.as_dict() for m, i in ratios.items()}
+        for label, ratios in result.per_label.items()
+    }
     other = bootstrap_metrics(table, n_resamples=400, seed=7)
     assert other.headline["span_overlap_recall"] != result.headline["span_overlap_recall"]
 
@@ -190,3 +202,63 @@ def test_labels_are_aligned_before_testing() -> None:
     result = paired_bootstrap_test(extra, base, n_resamples=20)
     assert [row.label for row in result.rows][-1] == ALL
     assert column_name("PET", "gold") in extra.columns
+
+
+# -- undefined figures: skipped, never scored 0 -------------------------------------------
+
+
+def two_notes() -> tuple[list[Note], dict[str, list[Span]]]:
+    """Note ``a``: its DOCTOR found, the only prediction. Note ``b``: gold, no prediction.
+
+    DOCTOR precision is 1/1 on both notes, and undefined on a resample that
+    draws ``b`` twice (no prediction at all); a 0 there would pull the lower
+    bound to 0 (a quarter of all resamples draw ``b`` twice).
+    """
+    gold = [
+        Note("a", "p1", TEXT, (DOCTOR,), "unit", "holdout"),
+        Note("b", "p2", TEXT, (DOCTOR,), "unit", "holdout"),
+    ]
+    return gold, {"a": [DOCTOR]}
+
+
+def test_resamples_where_precision_is_undefined_are_skipped() -> None:
+    gold, predicted = two_notes()
+    table = count_table(gold, predicted)
+    w = resample_weights(2, 400, seed=3)
+    only_b = int((w[:, 0] == 0).sum())
+    assert 50 < only_b < 150  # about a quarter of the draws hold no prediction
+    result = bootstrap_metrics(table, weights=w)
+    precision = result.per_label["DOCTOR"]["overlap_precision"]
+    assert (precision.estimate, precision.lo, precision.hi) == (1.0, 1.0, 1.0)
+    # recall is defined on every draw: 1/2 on (a, b), 1 on (a, a), 0 on (b, b)
+    recall = result.per_label["DOCTOR"]["overlap_recall"]
+    assert (recall.estimate, recall.lo, recall.hi) == (0.5, 0.0, 1.0)
+    # a label nobody predicted and nobody wrote: every figure n/a, never 0
+    date = result.per_label["DATE"]["overlap_precision"]
+    assert np.isnan([date.estimate, date.lo, date.hi]).all()
+    assert date.as_dict() == {"estimate": None, "ci_lo": None, "ci_hi": None}
+
+
+def test_percentile_interval_and_p_over_the_defined_resamples_by_hand() -> None:
+    nan = float("nan")
+    samples = np.array([nan, 0.2, 0.4, nan, 0.6])
+    assert percentile_interval(samples, level=0.0) == pytest.approx((0.4, 0.4))  # the median
+    assert percentile_interval(samples, level=1.0) == pytest.approx((0.2, 0.6))
+    assert all(np.isnan(percentile_interval(np.array([nan, nan]))))
+    # one of the three defined differences changes sign: p = 2 * 1/3
+    assert p_value(0.3, np.array([nan, 0.1, -0.1, 0.2])) == pytest.approx(2 / 3)
+    assert np.isnan(p_value(nan, np.array([0.1, 0.2])))
+    assert np.isnan(p_value(0.3, np.array([nan, nan])))
+    assert np.isnan(bonferroni(nan, 4))
+    assert not is_significant(nan, 0.05)
+    assert is_significant(0.01, 0.05)
+
+
+def test_a_paired_difference_with_an_undefined_side_is_never_significant() -> None:
+    gold, predicted = two_notes()
+    system = count_table(gold, {})  # predicts nothing: precision undefined
+    reference = count_table(gold, predicted)
+    result = paired_bootstrap_test(system, reference, metric="overlap_precision", n_resamples=200)
+    doctor = {row.label: row for row in result.rows}["DOCTOR"]
+    assert np.isnan(doctor.system) and doctor.reference == 1.0
+    assert np.isnan(doctor.diff) and np.isnan(doctor.p) and not doctor.significant

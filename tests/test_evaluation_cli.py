@@ -203,7 +203,8 @@ def test_compare_runs(tables: dict[str, Path], tmp_path: Path) -> None:
     )
     assert code == 0
     names = {"runs.csv", "runs.md", "paired_tests.csv", "paired_tests.md", "comparison.json"}
-    names |= {"arms.csv", "arms.md", "arm_tests.csv"}
+    names |= {"arms.csv", "arms.md", "arm_tests.csv", "runs.html"}
+    names |= {"cross_corpus.csv", "cross_corpus.md", "cross_corpus.png"}
     assert names | {"runs.png"} == {p.name for p in out.iterdir()}
     with (out / "runs.csv").open() as handle:
         runs = {row["run"]: row for row in csv.DictReader(handle)}
@@ -373,3 +374,39 @@ def test_a_silver_pool_with_no_note_is_reported_as_not_scored(
     assert json.loads((noise / "silver_noise.json").read_text())["not_scored"]
     # without --skip-unpredicted a missing row is still an error
     assert evaluate(tables["gold"], empty, tmp_path / "strict") == 2
+
+
+def test_a_run_that_predicts_nothing_has_undefined_precision_not_zero(
+    tables: dict[str, Path], tmp_path: Path
+) -> None:
+    holdout = [n for n in gold_notes() if n.split == "holdout"]
+    silent = tmp_path / "silent.parquet"
+    write_notes(predictions(holdout, {}), silent)
+    out = tmp_path / "eval_silent"
+    assert evaluate(tables["gold"], silent, out) == 0
+    headline = json.loads((out / "metrics.json").read_text())["headline"]
+    # 0 of 3 notes with PHI protected: leakage 3/4, recall 0; precision has no predictions
+    assert headline["leakage_overlap_all"]["estimate"] == pytest.approx(3 / 4)
+    assert headline["span_overlap_recall"]["estimate"] == 0.0
+    for name in ("span_overlap_precision", "detection_precision", "token_precision"):
+        assert headline[name] == {"estimate": None, "ci_lo": None, "ci_hi": None}
+    assert headline["span_overlap_f1"]["estimate"] == 0.0  # one side undefined, the other 0
+    with (out / "metrics.csv").open() as handle:
+        rows = {(r["scope"], r["label"], r["metric"]): r for r in csv.DictReader(handle)}
+    assert rows["headline", "ALL", "span_overlap_precision"]["estimate"] == ""
+    markdown = (out / "metrics.md").read_text()
+    assert "| span_overlap_precision | n/a |" in markdown
+    page = (out / "metrics.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<table>" in page and "n/a" in page
+
+
+def test_comparison_tables_are_one_html_page(tables: dict[str, Path], tmp_path: Path) -> None:
+    evaluate(tables["gold"], tables["weak"], tmp_path / "weak")
+    evaluate(tables["gold"], tables["perfect"], tmp_path / "perfect")
+    out = tmp_path / "compare_html"
+    assert compare(out, f"weak={tmp_path / 'weak'}", f"perfect={tmp_path / 'perfect'}") == 0
+    page = (out / "runs.html").read_text()
+    for heading in ("NER runs", "Paired bootstrap tests against weak", "Arms over training seeds"):
+        assert heading in page
+    assert "label-agnostic leakage" in page and "label-consistent leakage" in page
+    assert "leakage_overlap_all" in page  # the key is named beside its definition

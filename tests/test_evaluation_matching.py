@@ -8,6 +8,7 @@ and without a false positive. All text is made up.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -32,8 +33,11 @@ from synthdeid.evaluation.metrics import (
     HEADLINE_RATIOS,
     column_name,
     count_table,
+    f1,
     headline_metrics,
     per_label_metrics,
+    precision,
+    recall,
 )
 from synthdeid.notes import Note, Span
 
@@ -278,38 +282,59 @@ def test_per_label_metrics_by_hand() -> None:
     assert (doctor["overlap_precision"], doctor["overlap_recall"]) == (0.5, 1.0)
     assert doctor["overlap_f1"] == pytest.approx(2 / 3)
     assert (doctor["exact_precision"], doctor["exact_recall"], doctor["exact_f1"]) == (0, 0, 0)
-    # no predictions on a label with gold: precision 0 by convention
+    # no predictions on a label with gold: precision undefined, recall 0, F1 0
     patient = per_label["PATIENT"]
-    assert (patient["overlap_precision"], patient["overlap_recall"]) == (0.0, 0.0)
+    assert math.isnan(patient["overlap_precision"]) and patient["overlap_recall"] == 0.0
+    assert patient["overlap_f1"] == 0.0
     assert (patient["detection_recall"], patient["coverage80_recall"]) == (1.0, 0.0)
     assert per_label["LOCATION"]["overlap_precision"] == 0.5
     assert per_label["LOCATION"]["detection_precision"] == 1.0
     assert per_label["DATE"]["exact_f1"] == 1.0
     assert per_label["PHONE"]["overlap_recall"] == 0.0
-    # predictions on a label without gold: recall 1 by convention, precision 0, F1 0
+    # predictions on a label without gold: recall undefined, precision 0, F1 0
     other = per_label["OTHER"]
-    assert (other["support"], other["overlap_precision"], other["overlap_recall"]) == (0, 0, 1)
+    assert (other["support"], other["overlap_precision"]) == (0, 0)
+    assert math.isnan(other["overlap_recall"])
     assert other["overlap_f1"] == 0.0
     assert per_label[ALL]["overlap_recall"] == pytest.approx(3 / 5)
 
 
-def test_empty_denominator_conventions() -> None:
+def test_empty_denominators_are_undefined_never_zero() -> None:
     clean = note("e", TEXT_E, [])
     nothing = headline_metrics([clean], {})
     for scheme in ("span_exact", "span_overlap", "detection", "token"):
-        assert nothing[f"{scheme}_precision"] == nothing[f"{scheme}_recall"] == 1.0
-        assert nothing[f"{scheme}_f1"] == 1.0
-    assert nothing["leakage_overlap_all"] == nothing["leakage_overlap_phi"] == 0.0
+        # no gold and no predictions: precision, recall and F1 are all undefined
+        assert math.isnan(nothing[f"{scheme}_precision"])
+        assert math.isnan(nothing[f"{scheme}_recall"])
+        assert math.isnan(nothing[f"{scheme}_f1"])
+    assert nothing["leakage_overlap_all"] == 0.0  # one note, and it leaks nothing
+    assert math.isnan(nothing["leakage_overlap_phi"])  # no note with PHI
     noisy = headline_metrics([note("f", TEXT_F, [])], {"f": [at(TEXT_F, "clinic", "OTHER")]})
-    assert (noisy["span_overlap_precision"], noisy["span_overlap_recall"]) == (0.0, 1.0)
-    assert noisy["span_overlap_f1"] == 0.0
+    assert noisy["span_overlap_precision"] == 0.0 and math.isnan(noisy["span_overlap_recall"])
+    assert noisy["span_overlap_f1"] == 0.0  # 2TP / (2TP + FP + FN) = 0 / 1
     silent = headline_metrics([note("a", TEXT_A, [at(TEXT_A, "Quill", "DOCTOR")])], {})
-    assert (silent["span_overlap_precision"], silent["span_overlap_recall"]) == (0.0, 0.0)
-    assert silent["span_overlap_f1"] == 0.0
+    assert math.isnan(silent["span_overlap_precision"]) and silent["span_overlap_recall"] == 0.0
+    assert silent["span_overlap_f1"] == 0.0  # 0 / (0 + 0 + 1)
     assert silent["leakage_overlap_all"] == silent["leakage_overlap_phi"] == 1.0
     empty = headline_metrics([], {})
     assert empty["n_notes"] == 0.0
-    assert empty["leakage_overlap_all"] == 0.0
+    assert math.isnan(empty["leakage_overlap_all"])
+
+
+def test_f1_conventions_by_hand() -> None:
+    nan = math.nan
+    p = np.array([0.5, 0.0, nan, nan, 0.0, nan, 0.6])
+    r = np.array([1.0, 0.0, 0.0, nan, nan, 0.4, nan])
+    got = f1(p, r)
+    assert got[0] == pytest.approx(2 / 3)  # 2 * 0.5 * 1 / 1.5
+    assert got[1] == 0.0  # P + R = 0
+    assert got[2] == 0.0 and got[4] == 0.0  # one undefined, the other 0
+    assert np.isnan(got[3])  # both undefined
+    # one undefined, the other positive (label-agnostic detection only): undefined
+    assert np.isnan(got[5]) and np.isnan(got[6])
+    assert np.isnan(precision(np.array([0.0]), np.array([0.0])))[0]
+    assert np.isnan(recall(np.array([0.0]), np.array([0.0])))[0]
+    assert precision(np.array([3.0]), np.array([4.0]))[0] == 0.75
 
 
 def test_token_counts_sum_to_seqeval_micro_scores() -> None:
@@ -380,10 +405,8 @@ def test_per_label_metrics_for_chosen_labels() -> None:
     gold, predicted = cases()
     per_label = per_label_metrics(gold, predicted, labels=["HOSPITAL", "PHONE"])
     assert list(per_label) == ["HOSPITAL", "PHONE", ALL]
-    hospital = per_label["HOSPITAL"]  # no gold, no predictions: perfect by convention
-    assert (hospital["support"], hospital["overlap_precision"], hospital["overlap_recall"]) == (
-        0,
-        1,
-        1,
-    )
+    hospital = per_label["HOSPITAL"]  # no gold, no predictions: every ratio undefined
+    assert hospital["support"] == 0
+    assert all(math.isnan(hospital[name]) for name in ("overlap_precision", "overlap_recall"))
+    assert math.isnan(hospital["overlap_f1"])
     assert per_label[ALL]["n_predicted"] == 6  # predictions of unlisted labels still count

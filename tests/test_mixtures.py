@@ -272,8 +272,64 @@ def test_only_train_split_is_real() -> None:
     notes = [*real_notes(10), Note("h1", "ph", "t", (), "real", "holdout")]
     mixture = build_mixture(notes, {}, spec(regime="augmentation", validation_fraction=0))
     assert "h1" not in {m.note.note_id for m in mixture.train}
-    with pytest.raises(ConfigError, match="no note with split 'train'"):
+    with pytest.raises(ConfigError, match=r"no note of the parts \['train'\]"):
         build_mixture(real_notes(5, split="holdout"), {}, spec(regime="augmentation"))
+
+
+def _three_parts() -> list[Note]:
+    """10 patients per part, 2 notes each: seed p0..p9, train p10..p19, holdout p20..p29."""
+    notes = []
+    for i, part in enumerate(["seed"] * 20 + ["train"] * 20 + ["holdout"] * 20):
+        notes.append(Note(f"{part}{i}", f"p{i // 2}", "Seen by Dr Ames.", (), "real", part))
+    return notes
+
+
+def test_real_parts_train_on_seed_and_train_never_holdout() -> None:
+    notes = _three_parts()
+    mixture = build_mixture(
+        notes,
+        {},
+        spec(regime="augmentation", real_parts=["train", "seed"], validation_fraction=0.1),
+    )
+    used = {m.note.note_id for m in mixture.train} | {n.note_id for n in mixture.validation}
+    holdout = {n.note_id for n in notes if n.split == "holdout"}
+    assert used == {n.note_id for n in notes} - holdout
+    # validation: 10% of the 20 seed + train patients, carved before anything is drawn
+    assert mixture.summary["n_validation_patients"] == 2
+    assert {m.note.split for m in mixture.train} == {"train"}
+    assert mixture.summary["real_parts"] == ["seed", "train"]
+    assert mixture.summary["n_real"] + mixture.summary["n_validation_notes"] == 40
+
+
+def test_real_parts_default_is_the_train_part() -> None:
+    mixture = build_mixture(_three_parts(), {}, spec(regime="augmentation", validation_fraction=0))
+    assert {m.note.note_id[:5] for m in mixture.train} == {"train"}
+
+
+@pytest.mark.parametrize(
+    ("parts", "message"),
+    [
+        (["seed", "holdout"], "never trained on"),
+        (["holdout"], "never trained on"),
+        ([], "non-empty list"),
+        ("train", "non-empty list"),
+        (["train", "train"], "twice"),
+        (["dev"], "unknown parts"),
+    ],
+)
+def test_bad_real_parts_are_config_errors(parts: Any, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        MixtureSpec.from_mapping({"regime": "augmentation", "seed": 1, "real_parts": parts})
+
+
+def test_no_holdout_note_enters_through_real_parts_or_pools() -> None:
+    notes = _three_parts()
+    # a pool derived from holdout notes still stops the build, whatever the real parts
+    leaking = [Note("x1", "p25", "t", (), "surrogate", "holdout")]
+    with pytest.raises(StepError, match="holdout patients"):
+        build_mixture(
+            notes, {"surrogate": leaking}, spec(regime="augmentation", real_parts=["seed", "train"])
+        )
 
 
 # ---------------------------------------------------------------- determinism

@@ -11,7 +11,9 @@ import pytest
 import torch
 
 from ner_helpers import note_from_pieces, tiny_encoder_dir
+from synthdeid.artifacts import read_parquet_with_provenance
 from synthdeid.cli import main
+from synthdeid.local_only import LOCAL_ONLY_KEY
 from synthdeid.ner.model import NER_CONFIG_FILE
 from synthdeid.ner.regex_detectors import detect
 from synthdeid.notes import Note, read_notes, write_notes
@@ -495,3 +497,34 @@ def test_ensemble_ner_refuses_unknown_settings(work: dict[str, Path]) -> None:
     out = work["root"] / "bad_ensemble" / "model"
     assert ensemble_ner(work, out, '{"operating_points": {}}') == 2
     assert not out.exists()
+
+
+def test_report_errors_lists_development_errors_locally(work: dict[str, Path]) -> None:
+    out = work["root"] / "errors" / "local" / "errors.parquet"
+    summary_path = work["root"] / "errors" / "summary.json"
+    argv = ["report-errors", "--model", str(work["model"]), "--notes", str(work["notes"])]
+    argv += ["--parts", "train", "--validation", str(work["validation"])]
+    argv += ["--train", str(work["train"]), "--threads", "1"]
+    assert main([*argv, "--out", str(out), "--summary", str(summary_path)]) == 0
+    table, _ = read_parquet_with_provenance(out)
+    assert table.schema.metadata[LOCAL_ONLY_KEY] == b"true"
+    validation = {n.note_id: n for n in read_notes(work["validation"])}
+    # every train note is in the mixture: only validation notes are development notes
+    assert set(table.column("note_id").to_pylist()) <= set(validation)
+    summary = json.loads(summary_path.read_text())["summary"]
+    assert summary["notes"] == len(validation)
+    assert summary["gold_spans"] == sum(len(n.spans) for n in validation.values())
+    rows = table.to_pylist()
+    assert sum(r["kind"] == "missed" for r in rows) == summary["errors"]["missed"]["count"]
+    for row in rows:
+        note = validation[row["note_id"]]
+        assert note.text[row["start"] : row["end"]] == row["text"]
+        assert row["p_o_min"] is None or 0.0 <= row["p_o_min"] <= row["p_o_mean"] <= 1.0
+    # the holdout is never read, and the note text never leaves a local/ folder
+    assert (
+        main([*argv[:4], "--parts", "holdout", "--out", str(out), "--summary", str(summary_path)])
+        == 2
+    )
+    outside = work["root"] / "errors" / "errors.parquet"
+    assert main([*argv, "--out", str(outside), "--summary", str(summary_path)]) == 2
+    assert not outside.exists()

@@ -181,10 +181,20 @@ def test_sweep_is_sorted_by_threshold_and_carries_the_headline_metrics() -> None
     for r in rows:
         assert set(r) == {"o_threshold", *HEADLINE_RATIOS, *HEADLINE_COUNTS}
         expected = headline_metrics(gold, decode(r["o_threshold"]))
-        assert {k: v for k, v in r.items() if k != "o_threshold"} == expected
+        # nan_ok: at 0.5 nothing is predicted, so every precision is undefined (NaN)
+        assert {k: v for k, v in r.items() if k != "o_threshold"} == pytest.approx(
+            expected, nan_ok=True
+        )
     assert [r["detection_recall"] for r in rows] == [0.0, 0.5, 1.0, 1.0]
     assert [r["leakage_overlap_all"] for r in rows] == [1.0, 1.0, 0.0, 0.0]
     assert rows[0]["n_notes"] == 2.0
     assert rows[2]["n_predicted_spans"] == 4.0
     # the recall rule on this sweep picks the first threshold that finds everything
     assert choose(rows, OperatingPointRule(target_recall=0.97))["o_threshold"] == 0.9
+
+
+def test_leakage_fallback_ranks_a_threshold_without_predictions_last() -> None:
+    # the first row predicts nothing: its precision is undefined (NaN), not the best
+    rows = [row(0.5, precision=float("nan")), row(0.9, precision=0.3), row(0.99, precision=0.1)]
+    chosen = choose(rows, OperatingPointRule(mode="leakage", precision_floor=0.8))
+    assert chosen["o_threshold"] == 0.9

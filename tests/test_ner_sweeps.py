@@ -149,3 +149,14 @@ def test_arm_seeds_give_one_arm_its_own_seeds() -> None:
         expand_runs([swept], arm_seeds={"nope": [1]})
     with pytest.raises(ConfigError, match="must be distinct"):
         expand_runs([swept], arm_seeds={"template-syn25": [2, 2]})
+
+
+def test_a_stacked_run_is_not_expanded_and_takes_no_seeds() -> None:
+    stacked = {"name": "lex", "base": "template", "lexicons": ["first_names"]}
+    runs = expand_runs([TEMPLATE, stacked], default_seeds=[1, 2])
+    assert [r["name"] for r in runs] == ["template-seed1", "template-seed2", "lex"]
+    assert runs[-1] == stacked
+    with pytest.raises(ConfigError, match="'lex' stacks lexicons over a trained run"):
+        expand_runs([TEMPLATE, {**stacked, "training_seeds": [1]}])
+    with pytest.raises(ConfigError, match="stacks lexicons"):
+        expand_runs([TEMPLATE, stacked], arm_seeds={"lex": [1]})

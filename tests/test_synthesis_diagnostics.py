@@ -374,7 +374,7 @@ def test_a_file_subset_named_twice_is_the_union(stage_inputs: tuple[Path, Path])
 
 
 def test_markdown_pages_embed_their_figures(tmp_path: Path) -> None:
-    from synthdeid.synthesis.diagnostics import markdown_to_html
+    from synthdeid.evaluation.report import markdown_to_html
 
     figure = tmp_path / "figure.png"
     figure.write_bytes(b"\x89PNG\r\n\x1a\nmade-up")
@@ -383,3 +383,28 @@ def test_markdown_pages_embed_their_figures(tmp_path: Path) -> None:
     )
     assert 'src="data:image/png;base64,iVBORw0KGgptYWRlLXVw"' in page
     assert 'src="figure.png"' not in page
+
+
+def test_figures_label_their_axes_and_name_n_per_subset(tmp_path: Path) -> None:
+    from synthdeid.synthesis.diagnostics import plot_labels, plot_lengths
+
+    synthetic = [made_up("s1", ["Called ", ("Ann Lee", "PATIENT"), " today"])]
+    subsets = {
+        "real train": sample_notes("train"),
+        "synthetic PII": synthetic,
+        "synthetic no-PII": [made_up("s3", ["Short visit, all fine"])],
+    }
+    diag = diagnose(subsets, "real train", None)
+    fig = plot_labels(diag, tmp_path / "labels.png")
+    coarse, canonical = fig.axes
+    assert coarse.get_xlabel() == "coarse PHI label"
+    assert canonical.get_xlabel() == "canonical PHI label"
+    legend = [t.get_text() for t in coarse.get_legend().get_texts()]
+    assert legend == [
+        "real train (n = 5 spans)",
+        "synthetic PII (n = 1 spans)",
+        "synthetic no-PII (no spans: n/a)",
+    ]
+    fig = plot_lengths(diag, tmp_path / "lengths.png")
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == "subset (n = notes)" and ax.get_ylabel() == "words per note"

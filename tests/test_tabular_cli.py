@@ -131,6 +131,37 @@ def test_comparison_scores_every_synthesizer_against_the_real_holdout(work: Path
     table = (out / "comparison.md").read_text()
     assert "Accuracy - trivariate" in table and "DCR share" in table and "epsilon 3" in table
     assert (out / "comparison.png").stat().st_size > 10_000
+    page = (out / "comparison.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<table>" in page and "DCR share" in page
+
+
+def test_comparison_figure_names_its_series_axes_and_samples(tmp_path: Path) -> None:
+    from synthdeid.tabular.evaluate_stage import comparison_figure
+
+    def metric(mean: float | None) -> dict:
+        return {"mean": mean, "std": None if mean is None else 0.01, "n": 3}
+
+    keys = ("univariate", "bivariate", "trivariate", "identical_match_share", "dcr_share")
+    results = [
+        {"label": "holdout (real)", "samples": 1, "metrics": {k: metric(0.9) for k in keys[:3]}},
+        {"label": "mst (eps 3)", "samples": 3, "metrics": {k: metric(0.5) for k in keys}},
+        {"label": "aim", "samples": 3, "metrics": {**{k: metric(0.4) for k in keys}}},
+    ]
+    results[2]["metrics"]["dcr_share"] = metric(None)
+    fig = comparison_figure(results, tmp_path / "comparison.png")
+    fidelity, novelty = fig.axes
+    legend = [t.get_text() for t in novelty.get_legend().get_texts()]
+    assert legend[0] == "identical matches with training rows" and legend[1].startswith("DCR")
+    assert not any("_" in entry for entry in legend)  # no raw keys
+    assert [t.get_text() for t in fidelity.get_legend().get_texts()] == [
+        "univariate",
+        "bivariate",
+        "trivariate",
+    ]
+    assert [t.get_text() for t in fidelity.get_xticklabels()][1] == "mst (eps 3)\n(n = 3)"
+    assert fidelity.get_ylabel() and novelty.get_ylabel() and fidelity.get_xlabel()
+    # the reference has no novelty figures, aim no DCR share: n/a, not a bar at 0
+    assert [t.get_text() for t in novelty.texts] == ["n/a", "n/a", "n/a"]
 
 
 def test_a_dp_synthesizer_without_epsilon_writes_nothing(work: Path) -> None:
@@ -305,6 +336,9 @@ def test_grammar_reports_fill_into_a_pool_and_state_every_value(work: Path, caps
     assert scores["document_buckets"]["Perfect"] == 1.0
     text = (work / "grammar_faithfulness" / "faithfulness.md").read_text()
     assert "seeded grammar" in text
+    assert "The rules checker found every variable stated correctly in all 12 reports" in text
+    page = (work / "grammar_faithfulness" / "faithfulness.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<table>" in page
 
 
 def report_from_prompt(user: str) -> str:

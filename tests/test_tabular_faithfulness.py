@@ -397,3 +397,32 @@ def test_agreement_and_cohens_kappa():
     skipped = [[VariableVerdict("v0", "x", False, NOT_JUDGED, None)]]
     assert agreement(skipped, [verdicts(True)]).pairs == 0
     assert agreement(skipped, [verdicts(True)]).kappa is None
+
+
+def test_all_zero_accuracies_are_said_plainly_with_n(tmp_path: Path) -> None:
+    from synthdeid.tabular.faithfulness_stage import accuracy_figure, uniform_finding
+
+    zeros: dict[str, float | None] = {"diagnosis": 0.0, "mean_radius": 0.0, "mean_area": None}
+    finding = uniform_finding(zeros, 91, "rules")
+    assert (
+        finding == "The rules checker found no variable stated correctly in any of the 91 reports"
+    )
+    assert uniform_finding({"a": 1.0, "b": None}, 5, "rules") == (
+        "The rules checker found every variable stated correctly in all 5 reports"
+    )
+    assert uniform_finding({"a": None}, 5, "rules").startswith("n/a")
+    assert uniform_finding({"a": 0.5, "b": 0.0}, 5, "rules") is None  # a real contrast
+    buckets = {"Perfect": 0.0, "High": 0.0, "Moderate": 0.0, "Low": 0.0, "Very Low": 1.0}
+    fig = accuracy_figure(zeros, buckets, tmp_path / "f.png", n_reports=91, checker="rules")
+    assert (tmp_path / "f.png").stat().st_size > 5_000
+    assert fig.get_suptitle().replace("\n", " ") == finding
+    variables, documents = fig.axes
+    assert "n = 91" in variables.get_title() and "n = 91" in documents.get_title()
+    assert variables.get_xlabel() and variables.get_ylabel() == "variable"
+    assert documents.get_xlabel() and documents.get_ylabel() == "% of documents"
+    # zero bars carry their value and an unjudged variable says n/a
+    assert [t.get_text() for t in variables.texts] == ["0.00", "0.00", "n/a"]
+    mixed = accuracy_figure(
+        {"a": 0.5, "b": 1.0}, buckets, tmp_path / "g.png", n_reports=4, checker="rules"
+    )
+    assert mixed.get_suptitle() == ""

@@ -26,7 +26,7 @@ DATES = ("3/14", "4/2", "5/30", "6/11", "7/4", "8/19", "9/23", "10/8")
 N_HOLDOUT = 8
 N_POOL = 5
 RESAMPLES = "200"
-DISTILLATION_FILES = {f"distillation.{ext}" for ext in ("csv", "md", "json", "png")}
+DISTILLATION_FILES = {f"distillation.{ext}" for ext in ("csv", "md", "html", "json", "png")}
 NOISE_FILES = {f"silver_noise.{ext}" for ext in ("csv", "md", "json", "png")}
 TABLE_2_HEADER = (
     "| Category | teacher P [95% CI] | teacher R [95% CI] | student P [95% CI] | "
@@ -143,11 +143,13 @@ def test_distillation_and_noise(folders: dict[str, Path], tmp_path: Path) -> Non
         return float(rows[label][column])
 
     assert [rows[label]["support"] for label in rows] == ["8", "8", "8", "24"]
-    # a student that never predicts DATE: recall 0 (and precision 0), the teacher 1
+    # a student that never predicts DATE: recall 0, the teacher 1; its precision is
+    # undefined (an empty cell), and so are the difference and the test, never 0
     assert value("DATE", "teacher_recall") == 1.0
     assert value("DATE", "student_recall") == 0.0
     assert value("DATE", "student_recall_hi") == 0.0
-    assert value("DATE", "student_precision") == 0.0
+    for column in ("student_precision", "precision_diff", "precision_p"):
+        assert rows["DATE"][column] == ""
     assert value("DATE", "recall_diff") == -1.0
     assert value("DOCTOR", "teacher_precision") == pytest.approx(8 / 9)
     assert value("DOCTOR", "student_precision") == 1.0
@@ -158,6 +160,9 @@ def test_distillation_and_noise(folders: dict[str, Path], tmp_path: Path) -> Non
     for row in rows.values():
         assert row["m"] == "3"
         for part in ("precision", "recall"):
+            if row[f"{part}_diff"] == "":
+                assert row[f"{part}_significant"] == "False"
+                continue
             p, p_bonf = float(row[f"{part}_p"]), float(row[f"{part}_p_bonferroni"])
             assert p_bonf == pytest.approx(min(1.0, 3 * p))
             assert row[f"{part}_significant"] == str(p_bonf < 0.05)
@@ -165,20 +170,21 @@ def test_distillation_and_noise(folders: dict[str, Path], tmp_path: Path) -> Non
             assert lo <= float(row[f"{part}_diff"]) <= hi
     # every resample holds DATE notes, so DATE differs on all of them; DOCTOR only on some
     assert rows["DATE"]["recall_significant"] == "True"
-    assert rows["DATE"]["precision_significant"] == "True"
+    assert rows["DATE"]["precision_significant"] == "False"
     assert rows["DOCTOR"]["precision_significant"] == "False"
     assert rows["PATIENT"]["recall_significant"] == "False"
 
     markdown = (out / "distillation.md").read_text(encoding="utf-8")
     assert TABLE_2_HEADER in markdown
-    assert "| DATE | 1.00 [1.00-1.00] | 1.00 [1.00-1.00] | 0.00 [0.00-0.00] |" in markdown
+    assert "| DATE | 1.00 [1.00-1.00] | 1.00 [1.00-1.00] | n/a | 0.00 [0.00-0.00] |" in markdown
     assert "-1.00 (0.000)*" in markdown
     assert "+0.11 (" in markdown and "+0.11 (0.000)*" not in markdown
     assert "200 document-level resamples, seed 42" in markdown
     assert "overlap span matching" in markdown
     assert "m = 3" in markdown and "alpha = 0.05" in markdown
-    assert "Significant after Bonferroni: DATE precision: student lower" in markdown
+    assert "Significant after Bonferroni: DATE recall: student lower" in markdown
     assert "DATE recall: student lower (-1.00, p_bonf = 0.000)" in markdown
+    assert "DATE precision" not in markdown
     assert "DOCTOR precision" not in markdown
 
     document = json.loads((out / "distillation.json").read_text(encoding="utf-8"))
@@ -188,6 +194,9 @@ def test_distillation_and_noise(folders: dict[str, Path], tmp_path: Path) -> Non
     assert document["m"] == 3
     assert document["tests"]["recall"]["m"] == 3
     assert document["student"]["per_label"]["DATE"]["overlap_recall"]["estimate"] == 0.0
+    assert document["student"]["per_label"]["DATE"]["overlap_precision"]["estimate"] is None
+    html = (out / "distillation.html").read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and "<table>" in html and "n/a" in html
     assert document["rows"][2]["label"] == "DATE"
     for name in ("distillation.png", "silver_noise.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -223,13 +232,26 @@ def test_dumbbell_colours(
     assert "teacher" in fig.get_suptitle() and "overlap" in fig.get_suptitle()
     ticks = [t.get_text() for t in precision_ax.get_yticklabels()]
     assert ticks == ["DOCTOR (n=8)", "PATIENT (n=8)", "DATE (n=8)", "ALL (n=24)"]
-    # one connector per row, in row order: DOCTOR, PATIENT, DATE, ALL
-    precision = [to_hex(line.get_color()) for line in precision_ax.lines]
-    recall = [to_hex(line.get_color()) for line in recall_ax.lines]
-    green, red = compare_stage.BETTER_OR_EQUAL, compare_stage.WORSE
-    assert precision == [green, green, red, green]  # ALL: student 15/15 >= teacher 24/25
-    assert recall == [green, red, red, red]
-    assert list(recall_ax.lines[2].get_xdata()) == [1.0, 0.0]
+    assert precision_ax.get_ylabel() == "PHI label (n = gold spans)"
+    assert precision_ax.get_xlabel() == "span overlap precision (0 to 1)"
+
+    def connectors(ax: Any) -> list[Any]:
+        return [line for line in ax.lines if line.get_linestyle() in ("-", "--")]
+
+    def kinds(ax: Any) -> list[tuple[str, str]]:
+        return [(to_hex(line.get_color()), line.get_linestyle()) for line in connectors(ax)]
+
+    better = (to_hex(compare_stage.BETTER_OR_EQUAL[0]), "-")
+    worse = (to_hex(compare_stage.WORSE[0]), "--")
+    # one connector per row with both figures defined, in row order; the student never
+    # predicts DATE, so its DATE precision is n/a (no connector, an n/a marker), not 0
+    assert kinds(precision_ax) == [better, better, better]  # ALL: 15/15 >= 24/25
+    assert [t.get_text() for t in precision_ax.texts] == ["student: n/a"]
+    assert kinds(recall_ax) == [better, worse, worse, worse]
+    assert list(connectors(recall_ax)[2].get_xdata()) == [1.0, 0.0]
+    # every point carries its interval: one bar collection per system and panel
+    for ax in (precision_ax, recall_ax):
+        assert len([c for c in ax.collections if c.get_segments()]) == 2
 
 
 def test_silver_noise_only(folders: dict[str, Path], tmp_path: Path) -> None:

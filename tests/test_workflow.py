@@ -60,14 +60,26 @@ DEMO_JOBS = {
     "ensemble_ner": 1,
     "predict_ner": 4,
     "evaluate_ner": 4,
+    "report_errors": 1,
+    # every run also on the second demo corpus (evaluation.corpora)
+    "ingest_eval_corpus": 1,
+    "predict_ner_cross": 4,
+    "evaluate_ner_cross": 4,
     "compare_ner": 1,
     "tabulate_study": 1,
     "all": 1,
 }
 
 # what a change to surrogate_aug (runs[1]) reruns besides its own branch: the demo
-# ensemble it is a member of (ensemble_ner, then its predict_ner and evaluate_ner)
-MEMBER_RERUN = {"ensemble_ner": 1, "predict_ner": 2, "evaluate_ner": 2}
+# ensemble it is a member of (ensemble_ner, then its predictions and evaluations on the
+# holdout and on the second demo corpus)
+MEMBER_RERUN = {
+    "ensemble_ner": 1,
+    "predict_ner": 2,
+    "evaluate_ner": 2,
+    "predict_ner_cross": 2,
+    "evaluate_ner_cross": 2,
+}
 
 
 TABULAR_JOBS = (
@@ -166,6 +178,41 @@ def test_demo_run_trains_predicts_and_evaluates_every_run(workdir: Path) -> None
         assert (
             (results / "diagnose_synthetic" / "demo" / figure).read_bytes().startswith(b"\x89PNG")
         )
+
+
+def test_demo_run_scores_every_run_on_the_second_corpus(workdir: Path) -> None:
+    results = workdir / "results"
+    external = read_notes(results / "ingest_eval_corpus" / "demo_external" / "notes.parquet")
+    assert len(external) == 60 and {n.split for n in external} == {"unsplit"}
+    runs = ("real_only", "surrogate_aug", "real_surrogate_ensemble", "silver_student")
+    for run in runs:
+        folder = results / "predict_ner_cross" / "demo" / run / "demo_external"
+        predicted = read_notes(folder / "predictions.parquet")
+        assert {n.note_id for n in predicted} == {n.note_id for n in external}
+    with (results / "compare_ner" / "demo" / "cross_corpus.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {(r["run"], r["corpus"]) for r in rows} == {
+        (run, corpus) for run in runs for corpus in ("demo", "demo_external")
+    }
+    assert {r["n_notes"] for r in rows if r["corpus"] == "demo_external"} == {"60"}
+    assert (results / "compare_ner" / "demo" / "cross_corpus.png").stat().st_size > 0
+    assert "demo holdout" in (results / "compare_ner" / "demo" / "runs.html").read_text()
+
+
+def test_demo_run_lists_the_reference_runs_errors_locally(workdir: Path) -> None:
+    folder = workdir / "results" / "report_errors" / "demo" / "real_only"
+    table, provenance = read_parquet_with_provenance(folder / "local" / "errors.parquet")
+    assert table.schema.metadata[b"synthdeid.local_only"] == b"true"
+    assert provenance["params"]["parts"] == ["seed"]
+    split = {n.note_id: n for n in read_notes(workdir / "results/split_notes/demo/notes.parquet")}
+    assert all(
+        split[i].split != "holdout" for i in table.column("note_id").to_pylist() if i in split
+    )
+    summary = json.loads((folder / "summary.json").read_text())["summary"]
+    assert summary["notes_by_part"].keys() <= {"seed", "validation"}
+    assert summary["errors"]["missed"]["count"] == sum(
+        kind == "missed" for kind in table.column("kind").to_pylist()
+    )
 
 
 def test_demo_run_trains_samples_and_audits_the_dp_language_model(workdir: Path) -> None:
@@ -349,7 +396,7 @@ def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
     result = snakemake(workdir, "-n", "--configfile", changed_config(workdir, "split", "seed", 99))
     # everything downstream of the split: every job but ingest, the canaries and the
     # tabular branch (its table is not the notes corpus)
-    independent = {"ingest_corpus", "plant_canaries", *TABULAR_JOBS}
+    independent = {"ingest_corpus", "ingest_eval_corpus", "plant_canaries", *TABULAR_JOBS}
     assert planned_jobs(result.stdout) == {
         rule: n for rule, n in DEMO_JOBS.items() if rule not in independent
     }
@@ -444,6 +491,8 @@ def test_changing_one_teacher_reruns_only_its_branch(workdir: Path) -> None:
         "train_ner": 1,
         "predict_ner": 1,
         "evaluate_ner": 1,
+        "predict_ner_cross": 1,
+        "evaluate_ner_cross": 1,
         "compare_ner": 1,
         "tabulate_study": 1,
         "compare_teacher": 1,
@@ -471,6 +520,8 @@ def test_an_ensemble_operating_point_reruns_only_the_ensemble(workdir: Path) -> 
         "ensemble_ner": 1,
         "predict_ner": 1,
         "evaluate_ner": 1,
+        "predict_ner_cross": 1,
+        "evaluate_ner_cross": 1,
         "compare_ner": 1,
         "tabulate_study": 1,
         "all": 1,
@@ -570,6 +621,8 @@ def test_a_swept_run_expands_into_named_runs_and_new_values_add_only_theirs(
         "train_ner": 4,
         "predict_ner": 4,
         "evaluate_ner": 4,
+        "predict_ner_cross": 4,
+        "evaluate_ner_cross": 4,
         "compare_ner": 1,
         "tabulate_study": 1,
         "all": 1,

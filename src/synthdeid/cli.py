@@ -125,9 +125,17 @@ STAGES: dict[str, Stage] = {
         "synthdeid.ner.ensemble_stage",
         "Combine trained models into an ensemble directory with its own operating point.",
     ),
+    "stack-lexicons": Stage(
+        "synthdeid.ner.stacker_stage",
+        "Fit name and place lexicons as a calibrated stacker over a trained tagger (stack-lexicons).",
+    ),
     "deid": Stage(
         "synthdeid.ner.deid_stage",
         "De-identify notes with a trained model: predicted spans, then redacted or surrogate text.",
+    ),
+    "report-errors": Stage(
+        "synthdeid.ner.report_errors",
+        "Every missed and every spurious span of a model on development notes (report-errors).",
     ),
     "evaluate-ner": Stage(
         "synthdeid.evaluation.stage",

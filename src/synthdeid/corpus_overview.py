@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import logging
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from synthdeid.artifacts import atomic_path, atomic_text
+from synthdeid.artifacts import atomic_text
 from synthdeid.cli_types import input_file, output_file
+from synthdeid.evaluation.report import PALETTE, pyplot, save_figure
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.notes import Note, read_notes
 from synthdeid.split import PARTS
@@ -36,35 +39,50 @@ def overview_table(notes: list[Note]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot_overview(table: pd.DataFrame, path: Path, title: str) -> None:
-    import matplotlib
+def count_labels(values: Iterable[int]) -> list[str]:
+    """Bar labels: the count, blank for an empty bar (nothing to point at)."""
+    return [str(int(v)) if v else "" for v in values]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def plot_overview(table: pd.DataFrame, path: Path, title: str) -> Any:
+    """Notes with / without PHI per part, and gold spans per label and part, counts on the bars.
+
+    Returns the (closed) figure.
+    """
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1, 2.4]})
     parts = table["part"].tolist()
     without = table["notes"] - table["notes_with_phi"]
-    left.bar(parts, table["notes_with_phi"], label="with PHI", color="#c0504d")
-    left.bar(parts, without, bottom=table["notes_with_phi"], label="without PHI", color="#9bbb59")
+    with_phi = left.bar(parts, table["notes_with_phi"], label="with PHI", color=PALETTE["orange"])
+    no_phi = left.bar(
+        parts,
+        without,
+        bottom=table["notes_with_phi"],
+        label="without PHI",
+        color=PALETTE["sky"],
+    )
+    for bars, values in ((with_phi, table["notes_with_phi"]), (no_phi, without)):
+        left.bar_label(bars, labels=count_labels(values), label_type="center", fontsize=7)
+    left.set_xlabel("part of the split")
     left.set_ylabel("notes")
-    left.set_title("Notes per part")
+    left.set_title(f"Notes per part (n = {int(table['notes'].sum())})")
     left.set_ylim(0, max(1, int(table["notes"].max())) * 1.3)  # room for the legend
     left.legend(frameon=False, loc="upper right")
     width = 0.8 / len(parts)
     for i, part in enumerate(parts):
         counts = table.loc[table["part"] == part, list(CANONICAL_LABELS)].iloc[0]
         positions = [x + (i - (len(parts) - 1) / 2) * width for x in range(len(CANONICAL_LABELS))]
-        right.bar(positions, counts.to_numpy(), width=width, label=part)
+        bars = right.bar(positions, counts.to_numpy(), width=width, label=part)
+        right.bar_label(bars, labels=count_labels(counts), fontsize=6)
     right.set_xticks(range(len(CANONICAL_LABELS)), CANONICAL_LABELS, rotation=30, ha="right")
+    right.set_xlabel("canonical PHI label")
     right.set_ylabel("gold spans")
-    right.set_title("Spans per label and part")
-    right.legend(frameon=False)
+    right.set_title(f"Spans per label and part (n = {int(table['spans'].sum())})")
+    right.legend(frameon=False, title="part")
     fig.suptitle(title)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
+    save_figure(fig, path)
+    return fig
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from synthdeid.labels import CANONICAL_LABELS, coarse_view
+from synthdeid.labels import CANONICAL_LABELS, LabelMap, coarse_view
+from synthdeid.notes import UNSPLIT
 from synthdeid.errors import ConfigError
 from synthdeid.ner.sweeps import ARM, expand_runs
 from synthdeid.ner.sweeps import arms as run_arms
@@ -45,29 +46,37 @@ wildcard_constraints:
     corpus=CORPUS,
 
 
-def corpus_path():
-    """The corpus location: from the environment variable named by corpus.path_env, or corpus.path."""
-    variable = config["corpus"].get("path_env")
+def corpus_path(settings=None):
+    """A corpus location: from the environment variable named by path_env, or path.
+
+    settings is a corpus entry (config["corpus"] by default, or one of evaluation.corpora).
+    """
+    settings = settings or config["corpus"]
+    variable = settings.get("path_env")
     if variable:
         value = os.environ.get(variable)
         if not value:
             raise WorkflowError(
-                f"corpus.path_env is {variable!r} but that environment variable is not set; "
-                f"export {variable}=/path/to/the/corpus"
+                f"corpus {settings['name']!r}: path_env is {variable!r} but that environment "
+                f"variable is not set; export {variable}=/path/to/the/corpus"
             )
         return Path(value)
-    return Path(config["corpus"]["path"])
+    return Path(settings["path"])
+
+
+def reader_files(settings):
+    """Every file a corpus reader will read, so that a changed file reruns its ingest."""
+    path = corpus_path(settings)
+    files = get_reader(settings["format"]).input_files(path)
+    if not files:
+        raise WorkflowError(
+            f"corpus {settings['name']!r}: no {settings['format']} corpus files found at {path}"
+        )
+    return [str(f) for f in files]
 
 
 def corpus_files(wildcards):
-    """Every file the corpus reader will read, so that a changed file reruns ingest."""
-    path = corpus_path()
-    files = get_reader(config["corpus"]["format"]).input_files(path)
-    if not files:
-        raise WorkflowError(
-            f"no {config['corpus']['format']} corpus files found at {path}"
-        )
-    return [str(f) for f in files]
+    return reader_files(config["corpus"])
 
 
 def as_json(value):
@@ -151,6 +160,10 @@ def all_targets():
         f"results/evaluate_tabular/{TABLE}/comparison.json",
         f"results/check_faithfulness/{TABLE}/faithfulness.json",
         *[f"results/evaluate_ner/{CORPUS}/{run}/metrics.json" for run in NER_RUNS],
+        *[
+            f"results/report_errors/{CORPUS}/{run}/summary.json"
+            for run in ERROR_REPORT["runs"]
+        ],
         f"results/compare_ner/{CORPUS}/runs.png",
         f"results/tabulate_study/{CORPUS}/study.png",
         *teacher_targets(),
@@ -375,6 +388,12 @@ REFERENCE_RUN = NER_ARMS[REFERENCE_ARM][0]
 ENSEMBLE_RUNS = {
     name: run["members"] for name, run in NER_RUNS.items() if "members" in run
 }
+# runs that stack name and place lexicons over a trained run's token probabilities
+STACKED_RUNS = {name: run["base"] for name, run in NER_RUNS.items() if "base" in run}
+# runs with a mixture and a model of their own (neither ensembles nor stacked)
+TRAINED_RUNS = [
+    name for name in NER_RUNS if name not in ENSEMBLE_RUNS and name not in STACKED_RUNS
+]
 
 
 def check_ensemble_runs():
@@ -382,10 +401,10 @@ def check_ensemble_runs():
     for name, members in ENSEMBLE_RUNS.items():
         run = NER_RUNS[name]
         for member in members:
-            if member not in NER_RUNS or member in ENSEMBLE_RUNS:
+            if member not in TRAINED_RUNS:
                 raise WorkflowError(
                     f"ner run {name!r}: member {member!r} is not a trained run (one "
-                    f"with a mixture): {sorted(set(NER_RUNS) - set(ENSEMBLE_RUNS))}"
+                    f"with a mixture): {sorted(TRAINED_RUNS)}"
                 )
         if run.get("pools") or run.get("tapt") or run.get("training"):
             raise WorkflowError(
@@ -395,6 +414,25 @@ def check_ensemble_runs():
 
 
 check_ensemble_runs()
+
+
+def check_stacked_runs():
+    """A stacked run's base is a trained run; it has none of a trained run's settings."""
+    for name, base in STACKED_RUNS.items():
+        run = NER_RUNS[name]
+        if base not in TRAINED_RUNS:
+            raise WorkflowError(
+                f"ner run {name!r}: base {base!r} is not a trained run (one with a "
+                f"mixture): {sorted(TRAINED_RUNS)}"
+            )
+        if run.get("pools") or run.get("tapt") or run.get("training"):
+            raise WorkflowError(
+                f"ner run {name!r} stacks lexicons over {base!r}: mixture, pools, tapt and "
+                "training belong to its base run"
+            )
+
+
+check_stacked_runs()
 
 # labelled pools a mixture can draw from: name -> (artifact, split parts used)
 POOLS = {
@@ -493,13 +531,119 @@ def own_tapt_settings(wildcards):
 
 
 def run_model_dir(run, corpus):
-    """Where a run's model directory is: trained (train_ner) or combined (ensemble_ner)."""
-    step = "ensemble_ner" if run in ENSEMBLE_RUNS else "train_ner"
+    """Where a run's model directory is: trained (train_ner), combined (ensemble_ner)
+    or stacked over lexicons (stack_lexicons)."""
+    if run in STACKED_RUNS:
+        step = "stack_lexicons"
+    else:
+        step = "ensemble_ner" if run in ENSEMBLE_RUNS else "train_ner"
     return f"results/{step}/{corpus}/{run}/model"
 
 
 def run_model(wildcards):
     return run_model_dir(wildcards.run, wildcards.corpus)
+
+
+# runs whose errors on development notes are listed (report_errors; trained runs only)
+ERROR_REPORT = NER["error_report"]
+for _run in ERROR_REPORT["runs"]:
+    if _run not in TRAINED_RUNS:
+        raise WorkflowError(
+            f"ner.error_report.runs: {_run!r} is not a trained run: {sorted(TRAINED_RUNS)}"
+        )
+
+
+# ------------------------------------------------------------ cross-corpus evaluation
+
+# further labelled corpora every run's model de-identifies whole and is scored on
+EVAL_CORPORA = {
+    entry["name"]: entry for entry in config.get("evaluation", {}).get("corpora", [])
+}
+if CORPUS in EVAL_CORPORA:
+    raise WorkflowError(
+        f"evaluation.corpora: {CORPUS!r} is the corpus itself (its holdout is always scored); "
+        "give the other corpus another name"
+    )
+if len(EVAL_CORPORA) != len(config.get("evaluation", {}).get("corpora", [])):
+    raise WorkflowError(
+        "evaluation.corpora: two corpora share a name; names must be unique"
+    )
+for _name, _entry in EVAL_CORPORA.items():
+    try:
+        LabelMap(_entry.get("labels", {}).get("mapping") or {})
+    except ConfigError as exc:
+        raise WorkflowError(f"evaluation.corpora[{_name}]: {exc}") from None
+
+
+wildcard_constraints:
+    target="|".join(re.escape(name) for name in EVAL_CORPORA) or "(?!)",
+
+
+def eval_corpus(wildcards):
+    return EVAL_CORPORA[wildcards.target]
+
+
+def eval_corpus_files(wildcards):
+    return reader_files(eval_corpus(wildcards))
+
+
+def eval_label_map(wildcards):
+    mapping = eval_corpus(wildcards).get("labels", {}).get("mapping") or {}
+    return as_json(mapping or {label: label for label in CANONICAL_LABELS})
+
+
+def cross_evaluation_outputs(wildcards):
+    """metrics.json of every run on every corpus of evaluation.corpora."""
+    return {
+        f"cross_{target}_{run}": (
+            f"results/evaluate_ner_cross/{wildcards.corpus}/{run}/{target}/metrics.json"
+        )
+        for target in EVAL_CORPORA
+        for run in NER_RUNS
+    }
+
+
+def cross_arguments(wildcards, input):
+    """--corpus-name and one --cross CORPUS RUN DIR per run and corpus, for compare_ner."""
+    arguments = [f"--corpus-name {shlex.quote(wildcards.corpus)}"]
+    arguments += [
+        "--cross "
+        + " ".join(
+            shlex.quote(value)
+            for value in (target, run, str(Path(input[f"cross_{target}_{run}"]).parent))
+        )
+        for target in EVAL_CORPORA
+        for run in NER_RUNS
+    ]
+    return " ".join(arguments)
+
+
+def stacked_base_inputs(wildcards):
+    """The base run's model, and its validation and training notes (development notes)."""
+    base = STACKED_RUNS[wildcards.run]
+    mixture = f"results/build_mixture/{wildcards.corpus}/{base}"
+    return {
+        "model": run_model_dir(base, wildcards.corpus),
+        "validation": f"{mixture}/validation.parquet",
+        "train": f"{mixture}/train.parquet",
+    }
+
+
+def stacked_lexicons(wildcards):
+    return ",".join(NER_RUNS[wildcards.run]["lexicons"])
+
+
+def stacked_parts(wildcards):
+    """The split parts whose notes, with the base's validation notes, fit the stacker."""
+    return NER_RUNS[wildcards.run].get("parts") or ["seed"]
+
+
+def stacked_settings(wildcards):
+    """The stacked run's operating-point rule (its own, else ner.training's), as JSON."""
+    point_rule = NER_RUNS[wildcards.run].get("operating_point") or NER["training"].get(
+        "operating_point", {}
+    )
+    return as_json({"operating_point": point_rule})
 
 
 def model_ensemble_inputs(wildcards):
@@ -567,8 +711,7 @@ def study_inputs(wildcards):
     """Each trained run's mixture summary, and the DP model's privacy record where used."""
     inputs = {
         f"mixture_{run}": f"results/build_mixture/{wildcards.corpus}/{run}/summary.json"
-        for run in NER_RUNS
-        if run not in ENSEMBLE_RUNS
+        for run in TRAINED_RUNS
     }
     if dp_model_runs():
         inputs["privacy"] = f"results/train_dp_lm/{wildcards.corpus}/dp/privacy.json"
@@ -579,8 +722,7 @@ def study_arguments(wildcards, input):
     """--mixture RUN=SUMMARY per trained run, --privacy RUN=PRIVACY per DP-model run."""
     arguments = [
         f"--mixture {shlex.quote(run)}={shlex.quote(input[f'mixture_{run}'])}"
-        for run in NER_RUNS
-        if run not in ENSEMBLE_RUNS
+        for run in TRAINED_RUNS
     ]
     arguments += [
         f"--privacy {shlex.quote(f'{run}={input.privacy}')}" for run in dp_model_runs()
@@ -654,6 +796,8 @@ def teacher_dependencies(name):
 def run_dependencies(run):
     if run in ENSEMBLE_RUNS:
         return [("run", member) for member in ENSEMBLE_RUNS[run]]
+    if run in STACKED_RUNS:
+        return [("run", STACKED_RUNS[run])]
     return [
         ("teacher", pool[len("silver_") :])
         for pool in NER_RUNS[run].get("pools", [])

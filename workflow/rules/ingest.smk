@@ -33,6 +33,29 @@ rule ingest_corpus:
         " --out {output.notes:q} --summary {output.summary:q}"
 
 
+# A further labelled corpus of evaluation.corpora (never split, never trained on): every
+# run's model de-identifies it whole (predict_ner_cross) and is scored on it.
+use rule ingest_corpus as ingest_eval_corpus with:
+    input:
+        eval_corpus_files,
+    output:
+        notes="results/ingest_eval_corpus/{target}/notes.parquet",
+        summary="results/ingest_eval_corpus/{target}/summary.json",
+    log:
+        "logs/ingest_eval_corpus/{target}.log",
+    benchmark:
+        "benchmarks/ingest_eval_corpus/{target}.tsv"
+    params:
+        corpus=lambda w: str(corpus_path(eval_corpus(w))),
+        format=lambda w: eval_corpus(w)["format"],
+        source=lambda w: eval_corpus(w).get("source", w.target),
+        encoding=lambda w: eval_corpus(w).get("encoding", "utf-8"),
+        patient_id_regex=lambda w: eval_corpus(w).get("patient_id_regex") or "",
+        overlaps=lambda w: eval_corpus(w).get("overlaps", "error"),
+        label_map=eval_label_map,
+        coarse_view=COARSE_VIEW,
+
+
 rule split_notes:
     """Assign every note to seed / train / holdout, patient by patient.
 

@@ -150,6 +150,40 @@ rule ensemble_ner:
         " --device cpu --threads {threads} --no-progress"
 
 
+rule stack_lexicons:
+    """Stack name and place lexicons over a trained run: a calibrated logistic regression per token.
+
+    For runs with `base` and `lexicons`. Fitted on development notes only (the
+    base's validation notes and the run's parts of the split, default seed,
+    less every note and patient the base trained on; never the holdout), with
+    C chosen by grouped cross-validation over patients; its O threshold is
+    chosen again on the same notes. Output: a stacked directory
+    (synthdeid_stacker.json with the base path relative to it, the lexicons'
+    sources and licences, the coefficients; model card).
+    """
+    input:
+        unpack(stacked_base_inputs),
+        notes=rules.split_notes.output.notes,
+    output:
+        model=directory("results/stack_lexicons/{corpus}/{run}/model"),
+    log:
+        "logs/stack_lexicons/{corpus}/{run}.log",
+    benchmark:
+        "benchmarks/stack_lexicons/{corpus}/{run}.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    threads: 2
+    params:
+        lexicons=stacked_lexicons,
+        parts=stacked_parts,
+        settings=stacked_settings,
+    shell:
+        "synthdeid --log {log:q} stack-lexicons --model {input.model:q} --notes {input.notes:q}"
+        " --parts {params.parts:q} --validation {input.validation:q} --train {input.train:q}"
+        " --lexicons {params.lexicons:q} --config {params.settings:q} --run {wildcards.run:q}"
+        " --out-dir {output.model:q} --device cpu --threads {threads} --no-progress"
+
+
 rule predict_ner:
     """De-identify the evaluation notes with one run's model or ensemble (CPU, length-bucketed batches).
 
@@ -202,6 +236,13 @@ rule evaluate_ner:
     output:
         metrics="results/evaluate_ner/{corpus}/{run}/metrics.json",
         table="results/evaluate_ner/{corpus}/{run}/metrics.md",
+        html=report(
+            "results/evaluate_ner/{corpus}/{run}/metrics.html",
+            caption="../report/run_metrics.rst",
+            category="De-identification",
+            subcategory="{run}",
+            labels={"result": "metrics table", "run": "{run}"},
+        ),
         csv="results/evaluate_ner/{corpus}/{run}/metrics.csv",
         per_document="results/evaluate_ner/{corpus}/{run}/per_document.parquet",
         figure=report(
@@ -226,6 +267,79 @@ rule evaluate_ner:
         " --out-dir $(dirname {output.metrics:q})"
 
 
+rule report_errors:
+    """Every missed, mislabelled and spurious span of one run on development notes.
+
+    Development notes: the run's validation notes and ner.error_report.parts
+    of the split, less every note of its training mixture; never the holdout.
+    output: local/errors.parquet (LOCAL ONLY: note text and context, P(O) per
+            span), summary.json (counts per kind and label, P(O) quartiles; no text)
+    """
+    input:
+        model=run_model,
+        notes=rules.split_notes.output.notes,
+        validation=rules.build_mixture.output.validation,
+        train=rules.build_mixture.output.train,
+    output:
+        errors="results/report_errors/{corpus}/{run}/local/errors.parquet",
+        summary="results/report_errors/{corpus}/{run}/summary.json",
+    log:
+        "logs/report_errors/{corpus}/{run}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    threads: 2
+    params:
+        parts=ERROR_REPORT["parts"],
+        ages="--safe-harbor-ages" if config["ner"]["deid"]["safe_harbor_ages"] else "",
+    shell:
+        "synthdeid --log {log:q} report-errors --model {input.model:q} --notes {input.notes:q}"
+        " --parts {params.parts:q} --validation {input.validation:q} --train {input.train:q}"
+        " {params.ages} --threads {threads} --out {output.errors:q} --summary {output.summary:q}"
+
+
+# The same de-identification on each corpus of evaluation.corpora, all of its notes.
+use rule predict_ner as predict_ner_cross with:
+    input:
+        model=run_model,
+        notes=rules.ingest_eval_corpus.output.notes,
+    output:
+        predictions="results/predict_ner_cross/{corpus}/{run}/{target}/predictions.parquet",
+        deidentified="results/predict_ner_cross/{corpus}/{run}/{target}/deidentified.parquet",
+        summary="results/predict_ner_cross/{corpus}/{run}/{target}/summary.json",
+    log:
+        "logs/predict_ner_cross/{corpus}/{run}/{target}.log",
+    benchmark:
+        "benchmarks/predict_ner_cross/{corpus}/{run}/{target}.tsv"
+    params:
+        parts=[UNSPLIT],
+        mode=config["ner"]["deid"]["mode"],
+        ages="--safe-harbor-ages" if config["ner"]["deid"]["safe_harbor_ages"] else "",
+        precision=config["ner"]["deid"]["precision"],
+        batch_size=config["ner"]["deid"]["batch_size"],
+        key_file=config["surrogate"]["key_file"] or "",
+        key_fingerprint=deid_key_fingerprint,
+
+
+# ... and its scores there (SHIELD's cross-dataset evaluation; compare_ner tabulates them).
+use rule evaluate_ner as evaluate_ner_cross with:
+    input:
+        gold=rules.ingest_eval_corpus.output.notes,
+        predictions=rules.predict_ner_cross.output.predictions,
+    output:
+        metrics="results/evaluate_ner_cross/{corpus}/{run}/{target}/metrics.json",
+        table="results/evaluate_ner_cross/{corpus}/{run}/{target}/metrics.md",
+        html="results/evaluate_ner_cross/{corpus}/{run}/{target}/metrics.html",
+        csv="results/evaluate_ner_cross/{corpus}/{run}/{target}/metrics.csv",
+        per_document="results/evaluate_ner_cross/{corpus}/{run}/{target}/per_document.parquet",
+        figure="results/evaluate_ner_cross/{corpus}/{run}/{target}/per_label_recall.png",
+    log:
+        "logs/evaluate_ner_cross/{corpus}/{run}/{target}.log",
+    params:
+        parts=[UNSPLIT],
+        resamples=config["ner"]["evaluation"]["resamples"],
+        seed=config["ner"]["evaluation"]["seed"],
+
+
 rule compare_ner:
     """Compare every run with the reference run: leakage and F1 with CIs, paired bootstrap tests.
 
@@ -233,14 +347,24 @@ rule compare_ner:
     Bonferroni correction across labels (SHIELD). Runs of one arm (one
     configuration, several training seeds) are also summarized over their
     seeds, and each arm is tested against the reference arm (arms.csv).
+    cross_corpus.*: every run on its own holdout and on each corpus of
+    evaluation.corpora (SHIELD's cross-dataset tables).
     """
     input:
         unpack(evaluation_outputs),
+        unpack(cross_evaluation_outputs),
     output:
         runs="results/compare_ner/{corpus}/runs.csv",
         tests="results/compare_ner/{corpus}/paired_tests.csv",
         arms="results/compare_ner/{corpus}/arms.csv",
         comparison="results/compare_ner/{corpus}/comparison.json",
+        html=report(
+            "results/compare_ner/{corpus}/runs.html",
+            caption="../report/runs_table.rst",
+            category="De-identification",
+            subcategory="comparison",
+            labels={"result": "leakage and F1 by run (tables)", "corpus": "{corpus}"},
+        ),
         figure=report(
             "results/compare_ner/{corpus}/runs.png",
             caption="../report/runs.rst",
@@ -248,17 +372,28 @@ rule compare_ner:
             subcategory="comparison",
             labels={"result": "leakage and F1 by run", "corpus": "{corpus}"},
         ),
+        cross_table="results/compare_ner/{corpus}/cross_corpus.csv",
+        cross_markdown="results/compare_ner/{corpus}/cross_corpus.md",
+        cross_figure=report(
+            "results/compare_ner/{corpus}/cross_corpus.png",
+            caption="../report/cross_corpus.rst",
+            category="De-identification",
+            subcategory="comparison",
+            labels={"result": "every run on every corpus", "corpus": "{corpus}"},
+        ),
     log:
         "logs/compare_ner/{corpus}.log",
     conda:
         "../../envs/cpu.yaml"
     params:
         runs=run_arguments,
+        cross=cross_arguments,
         reference=REFERENCE_RUN,
         resamples=config["ner"]["evaluation"]["resamples"],
         seed=config["ner"]["evaluation"]["seed"],
     shell:
-        "synthdeid --log {log:q} compare-ner {params.runs} --reference {params.reference:q}"
+        "synthdeid --log {log:q} compare-ner {params.runs} {params.cross}"
+        " --reference {params.reference:q}"
         " --resamples {params.resamples} --seed {params.seed}"
         " --out-dir $(dirname {output.runs:q})"
 
@@ -278,6 +413,13 @@ rule tabulate_study:
     output:
         table="results/tabulate_study/{corpus}/study.csv",
         markdown="results/tabulate_study/{corpus}/study.md",
+        html=report(
+            "results/tabulate_study/{corpus}/study.html",
+            caption="../report/study_table.rst",
+            category="De-identification",
+            subcategory="study",
+            labels={"result": "arms vs reference (table)", "corpus": "{corpus}"},
+        ),
         figure=report(
             "results/tabulate_study/{corpus}/study.png",
             caption="../report/study.rst",

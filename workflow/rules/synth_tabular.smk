@@ -121,8 +121,9 @@ rule evaluate_tabular:
         spec=TABULAR["table"]["spec"],
     output:
         json="results/evaluate_tabular/{table}/comparison.json",
-        md=report(
-            "results/evaluate_tabular/{table}/comparison.md",
+        md="results/evaluate_tabular/{table}/comparison.md",
+        html=report(
+            "results/evaluate_tabular/{table}/comparison.html",
             caption="../report/tabular_comparison.rst",
             category="Synthetic data",
             subcategory="DP tabular synthesis",
@@ -232,8 +233,9 @@ rule check_faithfulness:
         prompt=TABULAR["faithfulness"]["prompt"],
     output:
         json="results/check_faithfulness/{table}/faithfulness.json",
-        md=report(
-            "results/check_faithfulness/{table}/faithfulness.md",
+        md="results/check_faithfulness/{table}/faithfulness.md",
+        html=report(
+            "results/check_faithfulness/{table}/faithfulness.html",
             caption="../report/tabular_faithfulness.rst",
             category="Synthetic data",
             subcategory="DP tabular synthesis",

@@ -67,6 +67,7 @@ rule evaluate_teacher:
     output:
         metrics="results/evaluate_teacher/{corpus}/{teacher}/{subset}/metrics.json",
         table="results/evaluate_teacher/{corpus}/{teacher}/{subset}/metrics.md",
+        html="results/evaluate_teacher/{corpus}/{teacher}/{subset}/metrics.html",
         csv="results/evaluate_teacher/{corpus}/{teacher}/{subset}/metrics.csv",
         per_document="results/evaluate_teacher/{corpus}/{teacher}/{subset}/per_document.parquet",
         figure="results/evaluate_teacher/{corpus}/{teacher}/{subset}/per_label_recall.png",
@@ -93,6 +94,13 @@ rule compare_teacher:
         student=student_metrics,
     output:
         table="results/compare_teacher/{corpus}/{teacher}/distillation.md",
+        html=report(
+            "results/compare_teacher/{corpus}/{teacher}/distillation.html",
+            caption="../report/distillation_table.rst",
+            category="Teacher labelling",
+            subcategory="{teacher}",
+            labels={"result": "teacher vs student (table)", "teacher": "{teacher}"},
+        ),
         csv="results/compare_teacher/{corpus}/{teacher}/distillation.csv",
         json="results/compare_teacher/{corpus}/{teacher}/distillation.json",
         figure=report(

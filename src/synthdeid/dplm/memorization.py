@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,10 +37,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm import tqdm
 
-from synthdeid.artifacts import atomic_path
 from synthdeid.dplm.rouge import RougeIndex
 from synthdeid.errors import ConfigError
 from synthdeid.evaluation.bootstrap import Interval, percentile_interval
+from synthdeid.evaluation.report import PALETTE, pyplot, save_figure
 
 if TYPE_CHECKING:
     from synthdeid.dplm.canaries import CanaryReport
@@ -456,67 +457,96 @@ def audit_markdown(
     return "\n".join(lines) + "\n"
 
 
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+# human names of the audited models (run names of train_dp_lm) for titles and legends
+MODEL_LABELS: dict[str, str] = {"dp": "DP-SGD model", "non_dp": "non-DP baseline"}
 
 
-def _save(fig: Any, path: str | Path) -> None:
-    plt = _pyplot()
-    try:
-        with atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png", dpi=120)
-    finally:
-        plt.close(fig)
+def model_label(model: str) -> str:
+    """``dp`` -> ``DP-SGD model``; any other run name as it is."""
+    return MODEL_LABELS.get(model, model)
 
 
 def plot_max_rouge_histograms(
     audits: Mapping[str, MemorizationAudit], path: str | Path, *, bins: int = 20
-) -> None:
-    """One histogram panel per model of the per-sample max ROUGE-L (x in [0, 1], same bins)."""
+) -> Any:
+    """One histogram panel per model of the per-sample max ROUGE-L (x in [0, 1], same bins).
+
+    Returns the (closed) figure.
+    """
     if not audits:
         raise ValueError("no audits to plot")
     if bins < 1:
         raise ValueError(f"bins must be positive, got {bins}")
-    plt = _pyplot()
+    plt = pyplot()
     edges = np.linspace(0.0, 1.0, bins + 1)
     fig, axes = plt.subplots(
         1, len(audits), figsize=(4.2 * len(audits), 3.4), sharex=True, squeeze=False
     )
     for ax, (model, audit) in zip(axes[0], audits.items(), strict=True):
         values = np.clip(np.asarray(audit.max_rouge_l, dtype=np.float64), 0.0, 1.0)
-        ax.hist(values, bins=edges, color="#1f4e79", alpha=0.85)
+        ax.hist(values, bins=edges, color=PALETTE["blue"], alpha=0.85)
         mean = audit.summary.mean.estimate
-        ax.axvline(mean, color="#c00000", linestyle="--", label=f"mean {mean:.3f}")
+        ax.axvline(mean, color=PALETTE["vermillion"], linestyle="--", label=f"mean {mean:.3f}")
         ax.set_xlim(0.0, 1.0)
-        ax.set_title(f"{model} (n={audit.summary.n_samples})")
-        ax.set_xlabel("max ROUGE-L against training notes")
+        ax.set_title(f"{model_label(model)} (n = {audit.summary.n_samples} samples)")
+        ax.set_xlabel("max ROUGE-L against training notes (0 to 1)")
         ax.legend(fontsize=8)
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("samples")
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, Path(path))
+    return fig
 
 
-def plot_canaries(report_by_model: Mapping[str, CanaryReport], path: str | Path) -> None:
-    """Grouped bars: each canary's best ROUGE-L against the samples of each model."""
+def canary_headline(report_by_model: Mapping[str, CanaryReport]) -> str:
+    """What the canary figure shows, said plainly when nothing was extracted.
+
+    With no canary phrase reproduced by any model the bars are not a finding
+    of memorization, and the title says so, with the counts; with every best
+    ROUGE-L 0, no canary shares even one word sequence with a sample.
+    """
+    reports = list(report_by_model.values())
+    n_canaries = reports[0].n_canaries
+    samples = "; ".join(
+        f"{model_label(m)}: n = {r.n_samples} sample{'' if r.n_samples == 1 else 's'}"
+        for m, r in report_by_model.items()
+    )
+    reproduced = {model: r.n_canaries_reproduced for model, r in report_by_model.items()}
+    if all(r.max_best_rouge_l == 0 for r in reports):
+        return (
+            f"No canary was extracted: none of the {n_canaries} canaries shares a word "
+            f"sequence with any sample ({samples})"
+        )
+    if not any(reproduced.values()):
+        return (
+            f"No canary was extracted: no phrase of the {n_canaries} canaries reappears in any "
+            f"sample ({samples}); the bars are incidental word overlap"
+        )
+    counts = ", ".join(f"{model_label(m)} {k}/{n_canaries}" for m, k in reproduced.items())
+    return f"Canaries whose phrase reappears in a sample (marked): {counts} ({samples})"
+
+
+def plot_canaries(report_by_model: Mapping[str, CanaryReport], path: str | Path) -> Any:
+    """Grouped bars: each canary's best ROUGE-L against the samples of each model.
+
+    A canary whose phrase a sample reproduces is marked above its bar; the
+    title says plainly when no canary was extracted (:func:`canary_headline`).
+    Returns the (closed) figure.
+    """
     if not report_by_model:
         raise ValueError("no canary reports to plot")
-    plt = _pyplot()
+    plt = pyplot()
     models = list(report_by_model)
     ids = [row.canary_id for row in next(iter(report_by_model.values())).rows]
     positions = np.arange(len(ids), dtype=np.float64)
     width = 0.8 / len(models)
-    fig, ax = plt.subplots(figsize=(max(4.5, 0.5 * len(ids) * len(models) + 2.0), 3.6))
+    fig, ax = plt.subplots(figsize=(max(6.5, 0.5 * len(ids) * len(models) + 2.0), 3.9))
+    marked = False
     for k, model in enumerate(models):
         rows = {row.canary_id: row for row in report_by_model[model].rows}
         heights = [rows[c].best_rouge_l if c in rows else 0.0 for c in ids]
         offsets = positions - 0.4 + width * (k + 0.5)
-        ax.bar(offsets, heights, width=width, label=model)
+        ax.bar(offsets, heights, width=width, label=model_label(model))
         reproduced = [
             (x, h)
             for x, h, c in zip(offsets, heights, ids, strict=True)
@@ -524,12 +554,25 @@ def plot_canaries(report_by_model: Mapping[str, CanaryReport], path: str | Path)
         ]
         if reproduced:
             xs, hs = zip(*reproduced, strict=True)
-            ax.plot(xs, [h + 0.03 for h in hs], "v", color="#c00000", markersize=5)
+            ax.plot(
+                xs,
+                [h + 0.03 for h in hs],
+                "v",
+                color=PALETTE["black"],
+                markersize=5,
+                label=None if marked else "phrase reproduced in a sample",
+            )
+            marked = True
     ax.set_xticks(positions, ids, rotation=60, fontsize=7, ha="right")
     ax.set_ylim(0.0, 1.08)
-    ax.set_ylabel("best ROUGE-L against samples")
-    ax.set_title("Canaries (red marker: phrase reproduced)")
+    ax.set_xlabel(f"planted canary (n = {len(ids)})")
+    ax.set_ylabel("best ROUGE-L against samples (0 to 1)")
+    ax.set_title(
+        textwrap.fill(canary_headline(report_by_model), width=110, break_on_hyphens=False),
+        fontsize=9,
+    )
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
-    _save(fig, path)
+    save_figure(fig, Path(path))
+    return fig

@@ -23,6 +23,11 @@ alone would ignore training noise (Bouthillier et al. 2021 resample both).
 With one seed per arm it is the document-level paired bootstrap of
 ``compare_ner`` on the headline metric. p is Bonferroni-adjusted across the
 arms tested against the reference in the same metric.
+
+A metric undefined for one seed (precision of a run that predicted nothing)
+leaves the arm's mean and spread undefined (None in outputs, n/a in tables);
+resamples on which it is undefined are skipped, as in
+:mod:`~synthdeid.evaluation.bootstrap`.
 """
 
 from __future__ import annotations
@@ -38,11 +43,17 @@ from synthdeid.evaluation.bootstrap import (
     ALPHA,
     CI_LEVEL,
     bonferroni,
+    is_significant,
     p_value,
     percentile_interval,
     resampled_sums,
 )
-from synthdeid.evaluation.metrics import CountTable, headline_ratios, table_headline
+from synthdeid.evaluation.metrics import (
+    CountTable,
+    defined_or_none,
+    headline_ratios,
+    table_headline,
+)
 
 ARM_METRICS: tuple[str, ...] = (
     "span_overlap_f1",
@@ -54,7 +65,10 @@ ARM_METRICS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class ArmMetric:
-    """One metric of one arm: seed mean, its spread over seeds, its document interval."""
+    """One metric of one arm: seed mean, its spread over seeds, its document interval.
+
+    ``mean`` and the interval bounds are NaN where the metric is undefined.
+    """
 
     mean: float
     sd: float | None  # sample SD over seeds; None with one seed
@@ -64,13 +78,14 @@ class ArmMetric:
     ci_hi: float
 
     def as_dict(self) -> dict[str, float | None]:
+        """Every figure, None where it is undefined (one seed, or an undefined metric)."""
         return {
-            "mean": self.mean,
-            "sd": self.sd,
-            "t_lo": self.t_lo,
-            "t_hi": self.t_hi,
-            "ci_lo": self.ci_lo,
-            "ci_hi": self.ci_hi,
+            "mean": defined_or_none(self.mean),
+            "sd": defined_or_none(self.sd),
+            "t_lo": defined_or_none(self.t_lo),
+            "t_hi": defined_or_none(self.t_hi),
+            "ci_lo": defined_or_none(self.ci_lo),
+            "ci_hi": defined_or_none(self.ci_hi),
         }
 
 
@@ -103,12 +118,16 @@ class ArmTest:
 def seed_statistics(
     values: Sequence[float], level: float = CI_LEVEL
 ) -> tuple[float, float | None, float | None, float | None]:
-    """Mean, sample SD and t-interval of per-seed values (SD and interval None for one)."""
+    """Mean, sample SD and t-interval of per-seed values.
+
+    SD and interval are None for one seed; all four are undefined (NaN mean,
+    None spread) when the value of any seed is.
+    """
     array = np.asarray(values, dtype=float)
     if array.size == 0:
         raise ValueError("an arm needs at least one run")
     mean = float(array.mean())
-    if array.size < 2:
+    if array.size < 2 or np.isnan(mean):
         return mean, None, None, None
     sd = float(array.std(ddof=1))
     half = float(stats.t.ppf(0.5 + level / 2, df=array.size - 1)) * sd / math.sqrt(array.size)
@@ -203,5 +222,5 @@ def arm_paired_test(
         p=p,
         p_bonferroni=p_adjusted,
         m=m,
-        significant=p_adjusted < alpha,
+        significant=is_significant(p_adjusted, alpha),
     )

@@ -9,6 +9,15 @@ every resample are then one product ``W @ counts``, so every headline and
 per-label ratio of every resample costs one matrix product. Intervals are
 percentile intervals (2.5th and 97.5th percentiles).
 
+A figure can be undefined on a resample (precision on a draw without a
+prediction, recall on one without gold; see
+:mod:`~synthdeid.evaluation.metrics`). Such resamples are skipped, not scored
+0: the interval is taken over the resamples on which the figure is defined,
+and is undefined (NaN, n/a in reports) when it is defined on none. Paired
+tests skip the resamples on which either system's figure is undefined; a
+difference whose observed value is undefined gets no p-value and is never
+significant.
+
 The paired test scores two systems on the same documents with the same
 ``W``: on each resample the difference ``system - reference`` of one metric
 (overlap recall by default) is computed per label and for ALL. The two-sided
@@ -31,6 +40,7 @@ from synthdeid.evaluation.metrics import (
     LABEL_RATIOS,
     CountTable,
     column_name,
+    defined_or_none,
     headline_ratios,
     label_ratios,
     table_headline,
@@ -48,14 +58,23 @@ TOLERANCE = 1e-12  # differences this small count as zero (float noise in F1 etc
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its percentile bootstrap interval."""
+    """A point estimate with its percentile bootstrap interval (NaN where undefined)."""
 
     estimate: float
     lo: float
     hi: float
 
-    def as_dict(self) -> dict[str, float]:
-        return {"estimate": self.estimate, "ci_lo": self.lo, "ci_hi": self.hi}
+    @property
+    def defined(self) -> bool:
+        return not np.isnan(self.estimate)
+
+    def as_dict(self) -> dict[str, float | None]:
+        """Estimate and bounds, None (JSON null, an empty CSV cell) where undefined."""
+        return {
+            "estimate": defined_or_none(self.estimate),
+            "ci_lo": defined_or_none(self.lo),
+            "ci_hi": defined_or_none(self.hi),
+        }
 
 
 @dataclass(frozen=True)
@@ -122,8 +141,13 @@ def resampled_sums(table: CountTable, weights: np.ndarray) -> np.ndarray:
 
 
 def percentile_interval(samples: np.ndarray, level: float = CI_LEVEL) -> tuple[float, float]:
+    """Percentile interval over the defined (non-NaN) samples; NaN bounds when there is none."""
+    values = np.asarray(samples, dtype=float)
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return float("nan"), float("nan")
     tail = (1 - level) / 2 * 100
-    lo, hi = np.percentile(samples, [tail, 100 - tail])
+    lo, hi = np.percentile(values, [tail, 100 - tail])
     return float(lo), float(hi)
 
 
@@ -205,15 +229,31 @@ def check_same_documents(system: CountTable, reference: CountTable) -> None:
 
 
 def p_value(observed: float, samples: np.ndarray) -> float:
-    """Two-sided p from sign changes of the resampled differences."""
+    """Two-sided p from sign changes of the defined resampled differences.
+
+    NaN (no p) when the observed difference is undefined, or when no
+    resampled difference is defined.
+    """
+    values = np.asarray(samples, dtype=float)
+    values = values[~np.isnan(values)]
+    if np.isnan(observed) or values.size == 0:
+        return float("nan")
     if abs(observed) <= TOLERANCE:
         return 1.0
-    changed = samples <= TOLERANCE if observed > 0 else samples >= -TOLERANCE
+    changed = values <= TOLERANCE if observed > 0 else values >= -TOLERANCE
     return float(min(1.0, 2.0 * float(np.mean(changed))))
 
 
 def bonferroni(p: float, m: int) -> float:
+    """``min(1, p * m)``; NaN stays NaN (a test without a p-value)."""
+    if np.isnan(p):
+        return float("nan")
     return float(min(1.0, p * max(m, 1)))
+
+
+def is_significant(p_adjusted: float, alpha: float) -> bool:
+    """``p_adjusted < alpha``; never for an undefined p."""
+    return bool(not np.isnan(p_adjusted) and p_adjusted < alpha)
 
 
 def paired_bootstrap_test(
@@ -264,7 +304,7 @@ def paired_bootstrap_test(
                 diff_hi=hi,
                 p=p,
                 p_bonferroni=p_adj,
-                significant=p_adj < alpha,
+                significant=is_significant(p_adj, alpha),
             )
         )
     return PairedTestResult(

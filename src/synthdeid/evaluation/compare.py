@@ -6,8 +6,14 @@ so every run's intervals and every paired test use the same resamples. All
 runs must score the same documents against the same gold (their order may
 differ). Writes runs.csv / runs.md (one row per run, ranked as in VetSynth:
 document leakage first, span-overlap F1 second), paired_tests.csv / .md
-(each run against ``--reference``, per label and ALL), comparison.json and
-runs.png.
+(each run against ``--reference``, per label and ALL), comparison.json,
+runs.html (the three tables on one page, for the report) and runs.png
+(label-agnostic and label-consistent leakage side by side, and span-overlap
+F1, every run with its interval).
+
+``--cross CORPUS RUN DIR`` adds each run's evaluation on another corpus;
+cross_corpus.csv / .md / .png put every run on its own holdout (named by
+``--corpus-name``) beside those corpora (:mod:`synthdeid.evaluation.cross_corpus`).
 
 Runs of one configuration with several training seeds form an *arm*
 (``--arm RUN=ARM``; a run without one is its own arm). arms.csv / arms.md
@@ -43,32 +49,43 @@ from synthdeid.evaluation.bootstrap import (
     N_RESAMPLES,
     SEED,
     BootstrapResult,
+    Interval,
     PairedTestResult,
     bootstrap_metrics,
     check_same_documents,
     paired_bootstrap_test,
     resample_weights,
 )
+from synthdeid.evaluation.cross_corpus import parse_cells, write_cross_corpus
 from synthdeid.evaluation.metrics import DEFINITIONS, LABEL_RATIOS, CountTable, order_labels
 from synthdeid.evaluation.report import (
+    METRIC_LABELS,
     NOT_AVAILABLE,
+    PALETTE,
     PER_DOCUMENT,
     error_bars,
     format_interval,
+    is_undefined,
+    mark_undefined,
     markdown_table,
+    number_or_na,
     pyplot,
     read_per_document,
     save_figure,
+    undefined_to_none,
     write_csv,
+    write_html,
 )
 from synthdeid.ner.sweeps import training_seed_of
 
 log = logging.getLogger(__name__)
 
+RUNS_HTML = "runs.html"
 RUN_METRICS: tuple[str, ...] = (
     "leakage_overlap_all",
     "leakage_overlap_phi",
     "leakage_detection_all",
+    "leakage_detection_phi",
     "detection_recall",
     "detection_precision",
     "span_overlap_f1",
@@ -128,15 +145,22 @@ def load_runs(runs: list[tuple[str, Path]], reference: str) -> dict[str, CountTa
     return tables
 
 
-def run_rows(results: dict[str, BootstrapResult], reference: str) -> list[dict[str, Any]]:
-    """One row per run, with the VetSynth rank (lower leakage, then higher overlap F1)."""
-    ranking = sorted(
-        results,
-        key=lambda n: (
-            results[n].headline["leakage_overlap_all"].estimate,
-            -results[n].headline["span_overlap_f1"].estimate,
-        ),
+def rank_key(result: BootstrapResult) -> tuple[float, float]:
+    """VetSynth's order: lower label-consistent leakage, then higher overlap F1; n/a last."""
+    leakage = result.headline["leakage_overlap_all"].estimate
+    f1 = result.headline["span_overlap_f1"].estimate
+    return (
+        float("inf") if is_undefined(leakage) else leakage,
+        float("inf") if is_undefined(f1) else -f1,
     )
+
+
+def run_rows(results: dict[str, BootstrapResult], reference: str) -> list[dict[str, Any]]:
+    """One row per run, with the VetSynth rank (lower leakage, then higher overlap F1).
+
+    Undefined figures are None (an empty CSV cell, JSON null).
+    """
+    ranking = sorted(results, key=lambda n: rank_key(results[n]))
     rows = []
     for name, result in results.items():
         row: dict[str, Any] = {
@@ -146,33 +170,36 @@ def run_rows(results: dict[str, BootstrapResult], reference: str) -> list[dict[s
             "n_notes": int(result.counts["n_notes"]),
         }
         for metric in RUN_METRICS:
-            interval = result.headline[metric]
-            row[metric] = interval.estimate
-            row[f"{metric}_lo"] = interval.lo
-            row[f"{metric}_hi"] = interval.hi
+            interval = result.headline[metric].as_dict()
+            row[metric] = interval["estimate"]
+            row[f"{metric}_lo"] = interval["ci_lo"]
+            row[f"{metric}_hi"] = interval["ci_hi"]
         rows.append(row)
     return rows
 
 
 def paired_rows(name: str, reference: str, result: PairedTestResult) -> list[dict[str, Any]]:
+    """One row per label tested; undefined values (no p without a difference) are None."""
     return [
-        {
-            "run": name,
-            "reference": reference,
-            "metric": result.metric,
-            "label": row.label,
-            "support": row.support,
-            "run_value": row.system,
-            "reference_value": row.reference,
-            "diff": row.diff,
-            "diff_lo": row.diff_lo,
-            "diff_hi": row.diff_hi,
-            "p": row.p,
-            "p_bonferroni": row.p_bonferroni,
-            "m": result.m,
-            "alpha_bonferroni": result.alpha_bonferroni,
-            "significant": row.significant,
-        }
+        undefined_to_none(
+            {
+                "run": name,
+                "reference": reference,
+                "metric": result.metric,
+                "label": row.label,
+                "support": row.support,
+                "run_value": row.system,
+                "reference_value": row.reference,
+                "diff": row.diff,
+                "diff_lo": row.diff_lo,
+                "diff_hi": row.diff_hi,
+                "p": row.p,
+                "p_bonferroni": row.p_bonferroni,
+                "m": result.m,
+                "alpha_bonferroni": result.alpha_bonferroni,
+                "significant": row.significant,
+            }
+        )
         for row in result.rows
     ]
 
@@ -188,7 +215,7 @@ def runs_markdown(results: dict[str, BootstrapResult], reference: str, rows: lis
         "",
     ]
     lines += markdown_table(
-        ["rank", "run", "notes", *RUN_METRICS],
+        ["rank", "run", "notes", *(METRIC_LABELS[m] for m in RUN_METRICS)],
         [
             [
                 str(ranks[name]),
@@ -199,7 +226,7 @@ def runs_markdown(results: dict[str, BootstrapResult], reference: str, rows: lis
             for name, result in results.items()
         ],
     )
-    lines += ["", *(f"- {m}: {DEFINITIONS[m]}" for m in RUN_METRICS), ""]
+    lines += ["", *(f"- {METRIC_LABELS[m]} (`{m}`): {DEFINITIONS[m]}" for m in RUN_METRICS), ""]
     return "\n".join(lines)
 
 
@@ -231,11 +258,11 @@ def tests_markdown(rows: list[dict[str, Any]], metric: str, reference: str) -> s
                 r["run"],
                 r["label"],
                 str(r["support"]),
-                f"{r['run_value']:.3f}",
-                f"{r['reference_value']:.3f}",
-                f"{r['diff']:+.3f} [{r['diff_lo']:+.3f}, {r['diff_hi']:+.3f}]",
-                f"{r['p']:.4f}",
-                f"{r['p_bonferroni']:.4f}",
+                number_or_na(r["run_value"]),
+                number_or_na(r["reference_value"]),
+                difference_text(r["diff"], r["diff_lo"], r["diff_hi"]),
+                number_or_na(r["p"], ".4f"),
+                number_or_na(r["p_bonferroni"], ".4f"),
                 "yes" if r["significant"] else "no",
             ]
             for r in rows
@@ -244,32 +271,122 @@ def tests_markdown(rows: list[dict[str, Any]], metric: str, reference: str) -> s
     return "\n".join([*lines, ""])
 
 
-def plot_runs(results: dict[str, BootstrapResult], reference: str, path: Path) -> None:
+def difference_text(diff: float | None, lo: float | None, hi: float | None) -> str:
+    """``+0.120 [+0.050, +0.190]``; n/a where the difference or its interval is undefined."""
+    if is_undefined(diff):
+        return NOT_AVAILABLE
+    bounds = NOT_AVAILABLE if is_undefined(lo) or is_undefined(hi) else f"{lo:+.3f}, {hi:+.3f}"
+    return f"{diff:+.3f} [{bounds}]"
+
+
+# the two leakage variants of the leakage panel: metric, legend label, colour, marker
+LEAKAGE_SERIES: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "leakage_detection_all",
+        "label-agnostic: any overlapping prediction protects a span",
+        PALETTE["blue"],
+        "o",
+    ),
+    (
+        "leakage_overlap_all",
+        "label-consistent: the overlapping prediction must carry the span's label",
+        PALETTE["orange"],
+        "s",
+    ),
+)
+
+
+def draw_intervals(
+    ax: Any,
+    intervals: list[Interval],
+    positions: np.ndarray,
+    *,
+    scale: float,
+    color: str,
+    marker: str,
+    label: str | None = None,
+) -> None:
+    """Horizontal points with interval bars at ``positions``; n/a where undefined."""
+    shown = [k for k, i in enumerate(intervals) if i.defined]
+    scaled = [
+        Interval(intervals[k].estimate * scale, intervals[k].lo * scale, intervals[k].hi * scale)
+        for k in shown
+    ]
+    ax.errorbar(
+        [i.estimate for i in scaled],
+        positions[shown],
+        xerr=error_bars(scaled),
+        fmt=marker,
+        capsize=3,
+        color=color,
+        label=label,
+    )
+    mark_undefined(
+        ax, [float(positions[k]) for k, i in enumerate(intervals) if not i.defined], horizontal=True
+    )
+
+
+def plot_runs(results: dict[str, BootstrapResult], reference: str, path: Path) -> Any:
+    """Leakage (label-agnostic and label-consistent) and span-overlap F1 per run, with intervals.
+
+    One row per run (named on the y axis, the reference marked), the first
+    run on top; both panels share the rows. Leakage is in percent of the
+    evaluation notes, F1 on its 0-1 scale. Returns the (closed) figure.
+    """
     plt = pyplot()
     names = list(results)
-    positions = np.arange(len(names))
-    fig, axes = plt.subplots(1, 2, figsize=(max(7.0, 1.4 * len(names) + 3), 3.8))
-    panels = (
-        ("leakage_overlap_all", "document leakage (overlap)", "#c0504d"),
-        ("span_overlap_f1", "span overlap F1", "#1f4e79"),
+    positions = np.arange(len(names), dtype=float)[::-1]
+    first = next(iter(results.values()))
+    n_notes, n_resamples = int(first.counts["n_notes"]), first.n_resamples
+    fig, (leak_ax, f1_ax) = plt.subplots(
+        1,
+        2,
+        figsize=(11.0, max(3.2, 0.55 * len(names) + 2.4)),
+        sharey=True,
+        gridspec_kw={"width_ratios": [1.3, 1.0]},
     )
-    for ax, (metric, title, color) in zip(axes, panels, strict=True):
-        intervals = [results[name].headline[metric] for name in names]
-        ax.errorbar(
-            positions,
-            [i.estimate for i in intervals],
-            yerr=error_bars(intervals),
-            fmt="o",
-            capsize=4,
+    offset = 0.14 if len(names) > 0 else 0.0
+    for k, (metric, label, color, marker) in enumerate(LEAKAGE_SERIES):
+        draw_intervals(
+            leak_ax,
+            [results[name].headline[metric] for name in names],
+            positions + (offset if k == 0 else -offset),
+            scale=100.0,
             color=color,
+            marker=marker,
+            label=label,
         )
-        ticks = [f"{name} (ref)" if name == reference else name for name in names]
-        ax.set_xticks(positions, ticks, rotation=30, ha="right", fontsize=8)
-        ax.set_xlim(-0.5, len(names) - 0.5)
-        ax.set_title(f"{title} (95% CI)")
-        ax.grid(axis="y", alpha=0.3)
+    leak_ax.set_xlabel(f"notes with missed PHI (% of the {n_notes} evaluation notes)")
+    leak_ax.set_title("Document leakage (lower is safer)", fontsize=10)
+    leak_ax.set_xlim(left=-2.0)  # room for points at 0%
+    leak_ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+    draw_intervals(
+        f1_ax,
+        [results[name].headline["span_overlap_f1"] for name in names],
+        positions,
+        scale=1.0,
+        color=PALETTE["blue"],
+        marker="o",
+    )
+    f1_ax.set_xlabel("span overlap F1 (0 to 1)")
+    f1_ax.set_title("Span overlap F1, label-consistent (higher is better)", fontsize=10)
+    f1_ax.set_xlim(-0.03, 1.05)
+    ticks = [f"{name} (reference)" if name == reference else name for name in names]
+    leak_ax.set_ylim(-0.6, len(names) - 0.4)
+    for ax in (leak_ax, f1_ax):
+        # every panel names its runs (shared rows would hide the second panel's labels)
+        ax.set_yticks(positions, ticks, fontsize=8)
+        ax.tick_params(axis="y", labelleft=True)
+        ax.set_ylabel("run")
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(
+        f"Runs on n = {n_notes} evaluation notes; 95% bootstrap intervals over documents "
+        f"({n_resamples} resamples)",
+        fontsize=10,
+    )
     fig.tight_layout()
     save_figure(fig, path)
+    return fig
 
 
 def group_arms(names: list[str], arm_of: list[tuple[str, str]]) -> dict[str, list[str]]:
@@ -339,10 +456,22 @@ def arm_rows(summaries: dict[str, ArmSummary], reference_arm: str) -> list[dict[
 
 
 def format_seed_spread(value: ArmMetric) -> str:
-    """``mean +- SD [t-interval]``, or the mean and n/a with one seed."""
+    """``mean +- SD [t-interval]``, the mean and n/a with one seed, n/a where undefined."""
+    if is_undefined(value.mean):
+        return NOT_AVAILABLE
     if value.sd is None or value.t_lo is None or value.t_hi is None:
         return f"{value.mean:.3f} (SD {NOT_AVAILABLE})"
     return f"{value.mean:.3f} +- {value.sd:.3f} [{value.t_lo:.3f}, {value.t_hi:.3f}]"
+
+
+def format_arm_cell(value: ArmMetric) -> str:
+    """The seed spread, then the document interval of the mean (n/a where undefined)."""
+    interval = (
+        NOT_AVAILABLE
+        if is_undefined(value.ci_lo) or is_undefined(value.ci_hi)
+        else f"[{value.ci_lo:.3f}, {value.ci_hi:.3f}]"
+    )
+    return f"{format_seed_spread(value)}; CI {interval}"
 
 
 def arms_markdown(
@@ -363,11 +492,7 @@ def arms_markdown(
             [
                 arm + (" (reference)" if arm == reference_arm else ""),
                 str(len(summary.runs)),
-                *(
-                    f"{format_seed_spread(summary.metrics[m])}; "
-                    f"CI [{summary.metrics[m].ci_lo:.3f}, {summary.metrics[m].ci_hi:.3f}]"
-                    for m in ARM_METRICS
-                ),
+                *(format_arm_cell(summary.metrics[m]) for m in ARM_METRICS),
             ]
             for arm, summary in summaries.items()
         ],
@@ -381,9 +506,9 @@ def arms_markdown(
                     t.arm,
                     t.metric,
                     f"{t.seeds} vs {t.reference_seeds}" + (" (paired)" if t.seeds_paired else ""),
-                    f"{t.diff:+.3f} [{t.diff_lo:+.3f}, {t.diff_hi:+.3f}]",
-                    f"{t.p:.4f}",
-                    f"{t.p_bonferroni:.4f}",
+                    difference_text(t.diff, t.diff_lo, t.diff_hi),
+                    number_or_na(t.p, ".4f"),
+                    number_or_na(t.p_bonferroni, ".4f"),
                     "yes" if t.significant else "no",
                 ]
                 for t in tests
@@ -422,6 +547,19 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="metric compared by the paired test (default: overlap_recall)",
     )
     parser.add_argument("--alpha", type=float, default=ALPHA, help="family-wise alpha")
+    parser.add_argument(
+        "--corpus-name",
+        default="holdout",
+        help="name of the corpus the --run folders scored (its holdout), for cross_corpus.*",
+    )
+    parser.add_argument(
+        "--cross",
+        action="append",
+        nargs=3,
+        default=[],
+        metavar=("CORPUS", "RUN", "DIR"),
+        help="an evaluate-ner folder of RUN on another corpus (repeat; cross_corpus.*)",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -449,17 +587,28 @@ def run(args: argparse.Namespace) -> None:
     tested = [row for name, result in tests.items() for row in paired_rows(name, reference, result)]
     out: Path = args.out_dir
     write_csv(rows, list(rows[0]), out / "runs.csv")
-    with atomic_text(out / "runs.md") as handle:
-        handle.write(runs_markdown(results, reference, rows))
+    tables_md = {
+        "runs.md": runs_markdown(results, reference, rows),
+        "paired_tests.md": tests_markdown(tested, args.metric, reference),
+        "arms.md": arms_markdown(summaries, reference_arm, arm_tests),
+    }
+    for name, markdown in tables_md.items():
+        with atomic_text(out / name) as handle:
+            handle.write(markdown)
+    cross_md = write_cross_corpus(
+        args.runs,
+        args.corpus_name,
+        parse_cells(args.cross),
+        out,
+        n_resamples=args.resamples,
+        seed=args.seed,
+    )
+    write_html("\n".join([*tables_md.values(), cross_md]), "NER runs", out / RUNS_HTML)
     write_csv(tested, TEST_FIELDS, out / "paired_tests.csv")
-    with atomic_text(out / "paired_tests.md") as handle:
-        handle.write(tests_markdown(tested, args.metric, reference))
     summary_rows = arm_rows(summaries, reference_arm)
     write_csv(summary_rows, list(summary_rows[0]), out / "arms.csv")
-    test_rows = [asdict(t) for t in arm_tests]
+    test_rows = [undefined_to_none(asdict(t)) for t in arm_tests]
     write_csv(test_rows, [f.name for f in fields(ArmTest)], out / "arm_tests.csv")
-    with atomic_text(out / "arms.md") as handle:
-        handle.write(arms_markdown(summaries, reference_arm, arm_tests))
     write_json_atomic(
         {
             "reference": reference,

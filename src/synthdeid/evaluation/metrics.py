@@ -14,18 +14,31 @@ label-consistent there); detection and coverage80 are label-agnostic, so for
 and per label by predictions of any label (detection) or of its own label
 (coverage80).
 
-Conventions for empty denominators (a ratio of sums, never an average of
-per-document ratios):
+Every figure is a ratio of sums, never an average of per-document ratios.
+A ratio whose denominator is empty is undefined, NaN here and n/a in every
+table and figure, never a number that would read as a finding:
 
-* recall = found / gold; no gold: 1.0 (nothing could be missed).
-* precision = correct / predicted; no predictions: 1.0 if there is no gold
-  either, else 0.0 (silence on text with PHI earns no precision).
-* F1 = 2PR / (P + R); 0.0 when P + R = 0.
-* leakage over notes with PHI, with no such note: 0.0; over all notes, with
-  no note: 0.0.
+* recall = found / gold; no gold: undefined (nothing could be found or missed).
+* precision = correct / predicted; no predictions: undefined (nothing to be
+  right or wrong about). Silence on text with PHI shows as recall 0, not as
+  precision 0.
+* F1 = 2PR / (P + R); 0.0 when P + R = 0; undefined when both P and R are.
+  When exactly one of them is undefined the other is 0 (no prediction can be
+  correct without gold, no gold span found without a prediction), and F1 is
+  0.0, as 2TP / (2TP + FP + FN) gives; where the other is positive (only the
+  label-agnostic detection figures of a label, whose predictions hit gold of
+  other labels) F1 is undefined.
+* leakage over notes with PHI, with no such note, and over all notes, with
+  no note: undefined.
 
-seqeval itself returns 0.0 for every empty denominator; the token figures
-agree with it whenever the denominators are positive.
+The two leakage families differ in what protects a gold span:
+``leakage_overlap_*`` is label-consistent (a gold span counts as found only
+when a prediction of its own label overlaps it, so PHI found but given
+another label is leaked); ``leakage_detection_*`` is label-agnostic (any
+overlapping prediction protects it, which is what redaction needs).
+
+seqeval returns 0.0 for every empty denominator; the token figures agree
+with it whenever the denominators are positive.
 """
 
 from __future__ import annotations
@@ -118,9 +131,9 @@ HEADLINE_COUNTS: tuple[str, ...] = (
 )
 
 DEFINITIONS: dict[str, str] = {
-    "leakage_overlap_all": "share of all notes with >=1 gold span unmatched under overlap matching (VetSynth's primary safety metric)",
+    "leakage_overlap_all": "label-consistent leakage: share of all notes with >=1 gold span unmatched under label-consistent overlap matching, so PHI found but given another label counts as leaked (VetSynth's primary safety metric)",
     "leakage_overlap_phi": "leakage_overlap_all restricted to notes with >=1 gold span",
-    "leakage_detection_all": "share of all notes with >=1 gold span that no prediction of any label overlaps",
+    "leakage_detection_all": "label-agnostic leakage: share of all notes with >=1 gold span that no prediction of any label overlaps (any overlapping prediction protects a span)",
     "leakage_detection_phi": "leakage_detection_all restricted to notes with >=1 gold span",
     "detection_recall": "share of gold spans overlapped by >=1 prediction of any label (label-agnostic, not one-to-one)",
     "detection_precision": "share of predictions overlapping >=1 gold span of any label (label-agnostic, not one-to-one)",
@@ -139,7 +152,7 @@ DEFINITIONS: dict[str, str] = {
     "n_notes_with_phi": "notes with >=1 gold span",
     "n_gold_spans": "gold spans",
     "n_predicted_spans": "predicted spans",
-    "conventions": "ratios of summed counts; recall with no gold = 1; precision with no predictions = 1 if no gold else 0; F1 = 0 when P + R = 0; leakage with no notes = 0",
+    "conventions": "ratios of summed counts; undefined (null, n/a) where the denominator is empty: recall with no gold, precision with no predictions, leakage with no notes; F1 = 0 when P + R = 0 or when one of P, R is undefined and the other 0, undefined when both are; bootstrap intervals over the resamples where the figure is defined, n/a when it is defined in none",
 }
 
 
@@ -274,29 +287,43 @@ def count_table(
     return CountTable(tuple(note.note_id for note in gold), ordered, values)
 
 
+def share(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """part / whole; NaN (undefined) where whole = 0."""
+    part, whole = np.asarray(part, dtype=float), np.asarray(whole, dtype=float)
+    return np.where(whole > 0, part / np.where(whole > 0, whole, 1.0), np.nan)
+
+
 def recall(found: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """found / gold; 1.0 where there is no gold."""
-    found, gold = np.asarray(found, dtype=float), np.asarray(gold, dtype=float)
-    return np.where(gold > 0, found / np.where(gold > 0, gold, 1.0), 1.0)
+    """found / gold; NaN (undefined) where there is no gold."""
+    return share(found, gold)
 
 
-def precision(correct: np.ndarray, predicted: np.ndarray, gold: np.ndarray) -> np.ndarray:
-    """correct / predicted; without predictions 1.0 if there is no gold, else 0.0."""
-    correct, predicted = np.asarray(correct, dtype=float), np.asarray(predicted, dtype=float)
-    empty = np.where(np.asarray(gold) > 0, 0.0, 1.0)
-    return np.where(predicted > 0, correct / np.where(predicted > 0, predicted, 1.0), empty)
+def precision(correct: np.ndarray, predicted: np.ndarray) -> np.ndarray:
+    """correct / predicted; NaN (undefined) where there are no predictions."""
+    return share(correct, predicted)
 
 
 def f1(p: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """2PR / (P + R); 0.0 where P + R = 0."""
-    total = p + r
-    return np.where(total > 0, 2 * p * r / np.where(total > 0, total, 1.0), 0.0)
+    """2PR / (P + R) with the conventions of the module docstring.
+
+    0.0 where P + R = 0, and where one of P, R is undefined and the other is
+    0; NaN where both are undefined, or one is and the other is positive.
+    """
+    p, r = np.asarray(p, dtype=float), np.asarray(r, dtype=float)
+    p_known, r_known = ~np.isnan(p), ~np.isnan(r)
+    p0, r0 = np.where(p_known, p, 0.0), np.where(r_known, r, 0.0)
+    total = p0 + r0
+    harmonic = np.where(total > 0, 2 * p0 * r0 / np.where(total > 0, total, 1.0), 0.0)
+    one_sided_zero = (p_known & ~r_known & (p0 == 0)) | (r_known & ~p_known & (r0 == 0))
+    return np.where((p_known & r_known) | one_sided_zero, harmonic, np.nan)
 
 
-def share(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
-    """part / whole; 0.0 where whole = 0."""
-    part, whole = np.asarray(part, dtype=float), np.asarray(whole, dtype=float)
-    return np.where(whole > 0, part / np.where(whole > 0, whole, 1.0), 0.0)
+def defined_or_none(value: float | None) -> float | None:
+    """``value`` as a float, or None where it is undefined (None or NaN): JSON's null."""
+    if value is None:
+        return None
+    value = float(value)
+    return None if np.isnan(value) else value
 
 
 def label_ratios(sums: np.ndarray, index: Mapping[str, int], label: str) -> dict[str, np.ndarray]:
@@ -313,13 +340,12 @@ def label_ratios(sums: np.ndarray, index: Mapping[str, int], label: str) -> dict
     out: dict[str, np.ndarray] = {}
     for scheme in ("exact", "overlap"):
         out[f"{scheme}_recall"] = recall(get(f"{scheme}_tp"), gold)
-        out[f"{scheme}_precision"] = precision(get(f"{scheme}_tp"), pred, gold)
+        out[f"{scheme}_precision"] = precision(get(f"{scheme}_tp"), pred)
     out["detection_recall"] = recall(get("detection_tp_gold"), gold)
-    out["detection_precision"] = precision(get("detection_tp_pred"), pred, gold)
+    out["detection_precision"] = precision(get("detection_tp_pred"), pred)
     out["coverage80_recall"] = recall(get("coverage80_found"), gold)
-    token_true = get("token_true")
-    out["token_recall"] = recall(get("token_tp"), token_true)
-    out["token_precision"] = precision(get("token_tp"), get("token_pred"), token_true)
+    out["token_recall"] = recall(get("token_tp"), get("token_true"))
+    out["token_precision"] = precision(get("token_tp"), get("token_pred"))
     for scheme in ("exact", "overlap", "detection", "token"):
         out[f"{scheme}_f1"] = f1(out[f"{scheme}_precision"], out[f"{scheme}_recall"])
     ordered = {name: out[name] for name in LABEL_RATIOS}
@@ -383,7 +409,7 @@ def headline_metrics(
 
     Keys: :data:`HEADLINE_RATIOS` (span exact / overlap, detection, coverage80
     and token precision / recall / F1, the four leakage rates) and
-    :data:`HEADLINE_COUNTS`; all floats. Conventions: module docstring.
+    :data:`HEADLINE_COUNTS`; all floats, NaN where undefined (module docstring).
     """
     return table_headline(count_table(gold, predicted))
 

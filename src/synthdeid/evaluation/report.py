@@ -1,16 +1,27 @@
-"""Writing an evaluation: metrics.json / .md / .csv, per_document.parquet, a figure.
+"""Writing an evaluation (metrics.json / .md / .html / .csv, per_document.parquet, a figure),
+and the helpers every figure and table of the workflow shares.
 
 ``per_document.parquet`` keeps every counter of every document (explicit
 schema, provenance in the metadata), so runs can be re-scored and compared
 later (``compare-ner``) without the predictions. Every file is written
 atomically.
+
+Shared by all figure and table code: :func:`pyplot` (a headless matplotlib
+whose colour cycle is :data:`SERIES_COLORS`), the one colour-blind-safe
+palette (:data:`PALETTE`, Okabe and Ito), :func:`number_or_na` and
+:func:`format_interval` (n/a for undefined figures, never 0),
+:func:`markdown_to_html` (a table page a Snakemake report shows inline),
+:func:`save_figure` and :func:`write_csv`.
 """
 
 from __future__ import annotations
 
+import base64
 import csv
+import html
+import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,11 +50,61 @@ from synthdeid.evaluation.metrics import (
 
 METRICS_JSON = "metrics.json"
 METRICS_MD = "metrics.md"
+METRICS_HTML = "metrics.html"
 METRICS_CSV = "metrics.csv"
 PER_DOCUMENT = "per_document.parquet"
 NOT_AVAILABLE = "n/a"  # written where a figure is undefined (never 0)
 RECALL_FIGURE = "per_label_recall.png"
-OUTPUTS: tuple[str, ...] = (METRICS_JSON, METRICS_MD, METRICS_CSV, PER_DOCUMENT, RECALL_FIGURE)
+OUTPUTS: tuple[str, ...] = (
+    METRICS_JSON,
+    METRICS_MD,
+    METRICS_HTML,
+    METRICS_CSV,
+    PER_DOCUMENT,
+    RECALL_FIGURE,
+)
+
+# The Okabe-Ito palette: distinguishable with every common colour-vision
+# deficiency. Every figure takes its colours from here; none pairs red with green.
+PALETTE: dict[str, str] = {
+    "blue": "#0072B2",
+    "orange": "#E69F00",
+    "sky": "#56B4E9",
+    "green": "#009E73",
+    "vermillion": "#D55E00",
+    "purple": "#CC79A7",
+    "yellow": "#F0E442",
+    "grey": "#999999",
+    "black": "#000000",
+}
+# the colour cycle of every axes (series in order: blue, orange, sky blue, ...)
+SERIES_COLORS: tuple[str, ...] = tuple(
+    PALETTE[name] for name in ("blue", "orange", "sky", "green", "vermillion", "purple", "yellow")
+)
+
+# human names of the evaluation figures, for axes and legends (never raw keys)
+METRIC_LABELS: dict[str, str] = {
+    "leakage_overlap_all": "label-consistent leakage",
+    "leakage_overlap_phi": "label-consistent leakage, notes with PHI",
+    "leakage_detection_all": "label-agnostic leakage",
+    "leakage_detection_phi": "label-agnostic leakage, notes with PHI",
+    "detection_recall": "detection recall",
+    "detection_precision": "detection precision",
+    "detection_f1": "detection F1",
+    "span_overlap_recall": "span overlap recall",
+    "span_overlap_precision": "span overlap precision",
+    "span_overlap_f1": "span overlap F1",
+    "span_exact_recall": "span exact recall",
+    "span_exact_precision": "span exact precision",
+    "span_exact_f1": "span exact F1",
+    "coverage80_recall": "80% coverage recall",
+    "token_recall": "token recall",
+    "token_precision": "token precision",
+    "token_f1": "token F1",
+}
+METRIC_LABELS.update(
+    {key.removeprefix("span_"): name for key, name in METRIC_LABELS.items() if "span_" in key}
+)
 
 # per-label columns of the Markdown table (safety first)
 MD_LABEL_RATIOS: tuple[str, ...] = (
@@ -132,13 +193,65 @@ def metrics_document(
     }
 
 
+def is_undefined(value: float | None) -> bool:
+    """True for None and NaN: a figure whose denominator was empty."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def number_or_na(value: float | None, spec: str = ".3f") -> str:
-    """A figure formatted by ``spec``, or n/a where it is undefined (None)."""
-    return NOT_AVAILABLE if value is None else format(value, spec)
+    """A figure formatted by ``spec``, or n/a where it is undefined (None or NaN)."""
+    return NOT_AVAILABLE if value is None or math.isnan(value) else format(value, spec)
 
 
-def format_interval(interval: Interval) -> str:
-    return f"{interval.estimate:.3f} [{interval.lo:.3f}, {interval.hi:.3f}]"
+def format_interval(interval: Interval, spec: str = ".3f") -> str:
+    """``0.812 [0.790, 0.833]``; n/a for an undefined estimate or interval."""
+    if is_undefined(interval.estimate):
+        return NOT_AVAILABLE
+    bounds = (
+        NOT_AVAILABLE
+        if is_undefined(interval.lo)
+        else f"{interval.lo:{spec}}, {interval.hi:{spec}}"
+    )
+    return f"{interval.estimate:{spec}} [{bounds}]"
+
+
+def undefined_to_none(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``row`` with NaN values as None (JSON null, an empty CSV cell)."""
+    return {key: None if is_undefined(value) else value for key, value in row.items()}
+
+
+def markdown_to_html(markdown: str, title: str, images: Mapping[str, Path] | None = None) -> str:
+    """A standalone HTML page of Markdown with tables (CommonMark + GFM tables).
+
+    A Snakemake report shows an HTML result inline (a Markdown one only as a
+    download), so every table the report holds is written through this.
+    ``images`` maps an image link of the Markdown (``max_rouge_l.png``) to its
+    PNG file, which is embedded in the page as a data URI: the page then shows
+    its figures wherever it is opened (a Snakemake report shows it from a data
+    URI, where relative links lead nowhere).
+    """
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark").enable("table").render(markdown)
+    for link, path in (images or {}).items():
+        encoded = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+        body = body.replace(f'src="{link}"', f'src="data:image/png;base64,{encoded}"')
+    style = (
+        "body{font-family:sans-serif;max-width:70em;margin:1em auto}"
+        "table{border-collapse:collapse;margin:1em 0}"
+        "th,td{border:1px solid #bbb;padding:.25em .6em;text-align:right}"
+        "th:first-child,td:first-child{text-align:left}"
+    )
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{style}</style></head><body>\n{body}</body></html>\n"
+    )
+
+
+def write_html(markdown: str, title: str, path: Path) -> None:
+    """Write ``markdown`` as a standalone HTML page (:func:`markdown_to_html`), atomically."""
+    with atomic_text(path) as handle:
+        handle.write(markdown_to_html(markdown, title))
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -217,19 +330,54 @@ def write_csv(rows: Sequence[dict[str, Any]], fields: Sequence[str], path: Path)
 
 
 def pyplot() -> Any:
+    """matplotlib.pyplot on the headless Agg backend, with the shared colour cycle."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    plt.rcParams["axes.prop_cycle"] = matplotlib.cycler(color=list(SERIES_COLORS))
     return plt
 
 
 def error_bars(intervals: Sequence[Interval]) -> np.ndarray:
-    """Matplotlib ``yerr`` (2 x n) from intervals, never negative."""
-    lower = [max(0.0, i.estimate - i.lo) for i in intervals]
-    upper = [max(0.0, i.hi - i.estimate) for i in intervals]
-    return np.array([lower, upper])
+    """Matplotlib ``yerr`` / ``xerr`` (2 x n) from intervals, never negative; 0 where undefined."""
+    lower = [0.0 if is_undefined(i.lo) else max(0.0, i.estimate - i.lo) for i in intervals]
+    upper = [0.0 if is_undefined(i.hi) else max(0.0, i.hi - i.estimate) for i in intervals]
+    return np.nan_to_num(np.array([lower, upper], dtype=float))
+
+
+def mark_undefined(
+    ax: Any, positions: Sequence[float], *, horizontal: bool = False, text: str = NOT_AVAILABLE
+) -> None:
+    """Write n/a (or ``text``) where a figure is undefined; nothing is drawn there.
+
+    ``positions`` are category positions (x for vertical plots, y for
+    horizontal ones); the marker sits at the axis' left or bottom end.
+    """
+    for position in positions:
+        if horizontal:
+            ax.annotate(
+                text,
+                (0.0, position),
+                xycoords=("axes fraction", "data"),
+                xytext=(4, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+                color=PALETTE["grey"],
+            )
+        else:
+            ax.annotate(
+                text,
+                (position, 0.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(0, 4),
+                textcoords="offset points",
+                ha="center",
+                fontsize=8,
+                color=PALETTE["grey"],
+            )
 
 
 def save_figure(fig: Any, path: Path) -> None:
@@ -239,27 +387,36 @@ def save_figure(fig: Any, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_per_label_recall(result: BootstrapResult, path: Path, title: str) -> None:
+def plot_per_label_recall(result: BootstrapResult, path: Path, title: str) -> Any:
+    """Span overlap recall per label with its interval; n/a where a label has no gold.
+
+    Returns the (closed) figure, so tests can read its axes.
+    """
     plt = pyplot()
     labels = [lab for lab in reported_labels(result) if result.support[lab]] or [ALL]
     intervals = [result.per_label[lab]["overlap_recall"] for lab in labels]
     fig, ax = plt.subplots(figsize=(max(4.0, 0.8 * len(labels) + 1.5), 3.8))
     positions = np.arange(len(labels))
+    shown = [k for k, i in enumerate(intervals) if i.defined]
     ax.errorbar(
-        positions,
-        [i.estimate for i in intervals],
-        yerr=error_bars(intervals),
+        positions[shown],
+        [intervals[k].estimate for k in shown],
+        yerr=error_bars([intervals[k] for k in shown]),
         fmt="o",
         capsize=4,
-        color="#1f4e79",
+        color=PALETTE["blue"],
     )
+    mark_undefined(ax, [float(k) for k, i in enumerate(intervals) if not i.defined])
     ax.set_xticks(positions, [f"{lab}\n(n={result.support[lab]})" for lab in labels], fontsize=8)
+    ax.set_xlim(-0.5, len(labels) - 0.5)
     ax.set_ylim(-0.02, 1.02)
-    ax.set_ylabel("span overlap recall")
-    ax.set_title(title)
+    ax.set_xlabel("PHI label (n = gold spans)")
+    ax.set_ylabel("span overlap recall (share of gold spans)")
+    ax.set_title(f"{title}\n{int(result.counts['n_notes'])} notes", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     save_figure(fig, path)
+    return fig
 
 
 def plot_not_scored(path: Path, title: str, reason: str, ylabel: str) -> None:
@@ -300,8 +457,10 @@ def write_not_scored_report(
         },
         paths[METRICS_JSON],
     )
+    markdown = f"# {run}\n\nNo note scored: {reason}. Every figure is {NOT_AVAILABLE}.\n"
     with atomic_text(paths[METRICS_MD]) as handle:
-        handle.write(f"# {run}\n\nNo note scored: {reason}. Every figure is {NOT_AVAILABLE}.\n")
+        handle.write(markdown)
+    write_html(markdown, f"NER evaluation: {run}", paths[METRICS_HTML])
     write_csv(
         [],
         ["scope", "label", "metric", "estimate", "ci_lo", "ci_hi", "support", "n_predicted"],
@@ -324,8 +483,10 @@ def write_report(
     paths = {name: out_dir / name for name in OUTPUTS}
     write_parquet_atomic(per_document_table(table), paths[PER_DOCUMENT], provenance)
     write_json_atomic(metrics_document(run, result, provenance), paths[METRICS_JSON])
+    markdown = metrics_markdown(run, result)
     with atomic_text(paths[METRICS_MD]) as handle:
-        handle.write(metrics_markdown(run, result))
+        handle.write(markdown)
+    write_html(markdown, f"NER evaluation: {run}", paths[METRICS_HTML])
     write_csv(
         metrics_rows(result),
         ["scope", "label", "metric", "estimate", "ci_lo", "ci_hi", "support", "n_predicted"],

@@ -3,8 +3,11 @@
 Inputs: the gold notes table (only the notes whose ``split`` is in
 ``--parts``, holdout by default) and a predictions notes table of the same
 schema whose ``spans`` are the predicted spans. Every gold note must have a
-row in the predictions, with the same text. Writes metrics.json, metrics.md,
-metrics.csv, per_document.parquet and per_label_recall.png into ``--out-dir``.
+row in the predictions, with the same text. Writes metrics.json, metrics.md
+(and the same tables as metrics.html, for the Snakemake report), metrics.csv,
+per_document.parquet and per_label_recall.png into ``--out-dir``. Figures with
+an empty denominator are undefined: null in JSON, empty in the CSV, n/a in
+the tables (:mod:`~synthdeid.evaluation.metrics`).
 """
 
 from __future__ import annotations

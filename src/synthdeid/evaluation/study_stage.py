@@ -5,8 +5,9 @@ paired bootstrap tests; :mod:`synthdeid.evaluation.arms`), each run's
 build-mixture ``summary.json`` (training notes, realized synthetic share) and,
 for arms whose data passed through the DP language model (its pools or
 ``tapt: dplm``), that model's ``privacy.json`` (epsilon, delta). Writes
-study.csv, study.md (one row per arm) and study.png (the differences from the
-reference arm in span-overlap F1 and document leakage, with their intervals).
+study.csv, study.md and study.html (one row per arm; the HTML page is the
+report's table) and study.png (the differences from the reference arm in
+span-overlap F1 and document leakage, with their intervals).
 
 Undefined figures (the SD of one seed, the notes of an ensemble, epsilon of a
 non-DP arm) are empty in the CSV and ``n/a`` in the table, never 0.
@@ -28,11 +29,15 @@ from synthdeid.errors import InputError
 from synthdeid.evaluation.arms import ARM_METRICS
 from synthdeid.evaluation.report import (
     NOT_AVAILABLE,
+    PALETTE,
+    is_undefined,
+    mark_undefined,
     markdown_table,
     number_or_na,
     pyplot,
     save_figure,
     write_csv,
+    write_html,
 )
 from synthdeid.ner.mixture_stage import read_mixture_summary
 
@@ -40,17 +45,24 @@ log = logging.getLogger(__name__)
 
 STUDY_CSV = "study.csv"
 STUDY_MD = "study.md"
+STUDY_HTML = "study.html"
 STUDY_FIGURE = "study.png"
 METRIC_TITLES: dict[str, str] = {
     "span_overlap_f1": "F1",
     "span_overlap_recall": "recall",
     "span_overlap_precision": "precision",
-    "leakage_overlap_all": "document leakage",
+    "leakage_overlap_all": "label-consistent document leakage",
+}
+METRIC_UNITS: dict[str, str] = {
+    "span_overlap_f1": "difference on the 0-1 scale",
+    "span_overlap_recall": "difference on the 0-1 scale",
+    "span_overlap_precision": "difference on the 0-1 scale",
+    "leakage_overlap_all": "difference in the share of notes",
 }
 FOREST_METRICS: tuple[str, ...] = ("span_overlap_f1", "leakage_overlap_all")
-# Okabe-Ito: significant after Bonferroni / not
-SIGNIFICANT_COLOR = "#0072b2"
-NOT_SIGNIFICANT_COLOR = "#999999"
+# significant after Bonferroni / not
+SIGNIFICANT_COLOR = PALETTE["blue"]
+NOT_SIGNIFICANT_COLOR = PALETTE["grey"]
 
 
 def read_json(path: Path, what: str) -> dict[str, Any]:
@@ -137,28 +149,33 @@ def study_rows(
 
 
 def metric_cell(row: dict[str, Any], metric: str) -> str:
+    """``mean +- SD [interval]``; n/a where the metric is undefined."""
+    mean = row[f"{metric}_mean"]
+    if is_undefined(mean):
+        return NOT_AVAILABLE
     sd = row[f"{metric}_sd"]
-    spread = f" +- {sd:.3f}" if sd is not None else ""
-    return (
-        f"{row[f'{metric}_mean']:.3f}{spread} "
-        f"[{row[f'{metric}_ci_lo']:.3f}, {row[f'{metric}_ci_hi']:.3f}]"
-    )
+    spread = f" +- {sd:.3f}" if not is_undefined(sd) else ""
+    lo, hi = row[f"{metric}_ci_lo"], row[f"{metric}_ci_hi"]
+    interval = NOT_AVAILABLE if is_undefined(lo) or is_undefined(hi) else f"{lo:.3f}, {hi:.3f}"
+    return f"{mean:.3f}{spread} [{interval}]"
 
 
-def p_text(p: float, n_resamples: int) -> str:
+def p_text(p: float | None, n_resamples: int) -> str:
     """A bootstrap p; 0 means below the resolution of the resamples (2 / n, two-sided)."""
+    if is_undefined(p):
+        return f"p={NOT_AVAILABLE}"
     return f"p<{2 / n_resamples:.4f}" if p == 0 else f"p={p:.3f}"
 
 
 def delta_cell(row: dict[str, Any], metric: str, n_resamples: int) -> str:
-    if row[f"{metric}_diff"] is None:
-        return "(reference)" if row["reference"] else NOT_AVAILABLE
+    if row["reference"]:
+        return "(reference)"
+    diff, lo, hi = (row[f"{metric}_{key}"] for key in ("diff", "diff_lo", "diff_hi"))
+    if is_undefined(diff):
+        return NOT_AVAILABLE
     mark = " *" if row[f"{metric}_significant"] else ""
-    return (
-        f"{row[f'{metric}_diff']:+.3f} [{row[f'{metric}_diff_lo']:+.3f}, "
-        f"{row[f'{metric}_diff_hi']:+.3f}] "
-        f"{p_text(row[f'{metric}_p_bonferroni'], n_resamples)}{mark}"
-    )
+    interval = NOT_AVAILABLE if is_undefined(lo) or is_undefined(hi) else f"{lo:+.3f}, {hi:+.3f}"
+    return f"{diff:+.3f} [{interval}] {p_text(row[f'{metric}_p_bonferroni'], n_resamples)}{mark}"
 
 
 def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title: str) -> str:
@@ -171,8 +188,8 @@ def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title
         "the arm's training seeds +- SD (absent with one seed) [document bootstrap 95% interval "
         f"of the mean]. Differences from {reference}: two-level paired bootstrap over documents "
         "and training seeds, 95% interval, p Bonferroni-adjusted across arms (* below 0.05). "
-        "Span metrics: overlap matching; leakage: share of notes with a gold span left "
-        "uncovered. Train notes and synthetic share as realized by build_mixture; epsilon of "
+        "Span metrics: overlap matching; leakage: share of notes with a gold span that no "
+        "prediction of its own label overlaps (label-consistent). Train notes and synthetic share as realized by build_mixture; epsilon of "
         "the DP language model where the arm's data passed through it.",
         "",
     ]
@@ -197,8 +214,11 @@ def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title
     return "\n".join([*lines, ""])
 
 
-def plot_forest(rows: list[dict[str, Any]], reference: str, n_notes: int, path: Path) -> None:
-    """Differences from the reference arm with their intervals, one panel per metric."""
+def plot_forest(rows: list[dict[str, Any]], reference: str, n_notes: int, path: Path) -> Any:
+    """Differences from the reference arm with their intervals, one panel per metric.
+
+    An undefined difference is written n/a on its row. Returns the (closed) figure.
+    """
     plt = pyplot()
     tested = [row for row in rows if not row["reference"]]
     fig, axes = plt.subplots(
@@ -206,29 +226,35 @@ def plot_forest(rows: list[dict[str, Any]], reference: str, n_notes: int, path: 
     )
     positions = np.arange(len(tested))[::-1]
     for ax, metric in zip(np.atleast_1d(axes), FOREST_METRICS, strict=True):
+        undefined = []
         for y, row in zip(positions, tested, strict=True):
-            diff = row[f"{metric}_diff"]
-            if diff is None:
+            diff, lo, hi = (row[f"{metric}_{key}"] for key in ("diff", "diff_lo", "diff_hi"))
+            if is_undefined(diff):
+                undefined.append(float(y))
                 continue
             color = SIGNIFICANT_COLOR if row[f"{metric}_significant"] else NOT_SIGNIFICANT_COLOR
             ax.errorbar(
                 diff,
                 y,
                 xerr=[
-                    [max(0.0, diff - row[f"{metric}_diff_lo"])],
-                    [max(0.0, row[f"{metric}_diff_hi"] - diff)],
+                    [0.0 if is_undefined(lo) else max(0.0, diff - lo)],
+                    [0.0 if is_undefined(hi) else max(0.0, hi - diff)],
                 ],
                 fmt="o",
                 capsize=3,
                 color=color,
             )
-        ax.axvline(0.0, color="black", linewidth=0.8)
-        ax.set_xlabel(f"{METRIC_TITLES[metric]}: arm - {reference} (95% interval)")
+        mark_undefined(ax, undefined, horizontal=True)
+        ax.axvline(0.0, color=PALETTE["black"], linewidth=0.8)
+        ax.set_xlabel(
+            f"{METRIC_TITLES[metric]}: arm - {reference}\n({METRIC_UNITS[metric]}, 95% interval)"
+        )
         ax.grid(axis="x", alpha=0.3)
     first = np.atleast_1d(axes)[0]
     first.set_yticks(
         positions, [f"{row['arm']} (seeds={row['seeds']})" for row in tested], fontsize=8
     )
+    first.set_ylabel("arm")
     fig.suptitle(
         f"Arms against {reference} on {n_notes} evaluation notes "
         "(blue: p < 0.05 after Bonferroni; grey: not)",
@@ -236,6 +262,7 @@ def plot_forest(rows: list[dict[str, Any]], reference: str, n_notes: int, path: 
     )
     fig.tight_layout()
     save_figure(fig, path)
+    return fig
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
@@ -278,8 +305,10 @@ def run(args: argparse.Namespace) -> None:
     rows = study_rows(comparison, mixtures, privacy)
     out: Path = args.out_dir
     write_csv(rows, list(rows[0]), out / STUDY_CSV)
+    markdown = study_markdown(rows, comparison, args.title)
     with atomic_text(out / STUDY_MD) as handle:
-        handle.write(study_markdown(rows, comparison, args.title))
+        handle.write(markdown)
+    write_html(markdown, args.title, out / STUDY_HTML)
     n_notes = int(next(iter(comparison["runs"].values()))["counts"]["n_notes"])
     plot_forest(rows, comparison["reference_arm"], n_notes, out / STUDY_FIGURE)
     significant = [

@@ -8,8 +8,9 @@ de-identified notes: every predicted span replaced by its label in brackets
 the operators of :mod:`synthdeid.surrogate`). Spans in that table point at
 the inserted text.
 
-``--model`` is a trained model directory or an ensemble directory
-(``synthdeid ensemble-ner``). The ``O`` threshold and the regex detectors
+``--model`` is a trained model directory, an ensemble directory
+(``synthdeid ensemble-ner``) or a lexicon-stacker directory
+(``synthdeid stack-lexicons``). The ``O`` threshold and the regex detectors
 come from the directory (set at training); both can be overridden.
 ``--safe-harbor-ages`` drops predicted spans that are ages of 89 or under
 ("79 yo"), which HIPAA Safe Harbor lets stay (:mod:`synthdeid.ner.ages`).
@@ -124,7 +125,10 @@ def predict_notes(
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--model", required=True, type=input_dir, help="trained model or ensemble directory"
+        "--model",
+        required=True,
+        type=input_dir,
+        help="trained model, ensemble or lexicon-stacker directory",
     )
     parser.add_argument(
         "--notes", required=True, type=input_file, help="notes table to de-identify"

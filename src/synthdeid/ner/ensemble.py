@@ -9,7 +9,8 @@ calibrated differently from any member's.
 An ensemble directory holds ``synthdeid_ensemble.json`` (its members, as
 paths relative to the directory, and its decoding settings) and a model card;
 the members' weights stay in their own directories. :func:`load_tagger`
-opens either kind of directory.
+opens either kind of directory, and a lexicon stacker's
+(:mod:`synthdeid.ner.stacker`).
 """
 
 from __future__ import annotations
@@ -210,7 +211,12 @@ def is_ensemble_directory(directory: str | Path) -> bool:
 def load_tagger(
     directory: str | Path, *, device: str = "auto", precision: str = "fp32"
 ) -> SpanTagger:
-    """A trained model directory or an ensemble directory, ready to tag notes."""
+    """A trained model, ensemble or lexicon-stacker directory, ready to tag notes."""
+    # imported here: the stacker module builds on this one
+    from synthdeid.ner.stacker import StackedTagger, is_stacked_directory
+
+    if is_stacked_directory(directory):
+        return StackedTagger.load(directory, device=device, precision=precision)
     if is_ensemble_directory(directory):
         return EnsembleTagger.load(directory, device=device, precision=precision)
     return DeidTagger.load(directory, device=device, precision=precision)

@@ -1,6 +1,7 @@
 """Build a de-identification training mixture: real train notes plus labelled pools.
 
-Reads the split notes table (its ``train`` part is the real data) and any
+Reads the split notes table (its ``train`` part, or the parts of the spec's
+``real_parts``, is the real data) and any
 number of pools (``--pool NAME=PATH``, each a notes table; ``--pool-parts``
 keeps only pool notes of those split parts, e.g. the surrogates of the seed
 part), builds the mixture the ``--spec`` JSON describes (see
@@ -99,9 +100,12 @@ def run(args: argparse.Namespace) -> None:
     spec = parse_spec(args.spec)
     pool_paths = parse_pools(args.pool)
     real_notes = read_notes(args.notes)
-    if not any(n.split == "train" for n in real_notes):
+    if not any(n.split in spec.real_parts for n in real_notes):
         raise InputError(
-            args.notes, None, "no note has split 'train'", "pass the output of the split stage"
+            args.notes,
+            None,
+            f"no note has a split in mixture.real_parts {list(spec.real_parts)}",
+            "pass the output of the split stage",
         )
     pools: dict[str, list[Note]] = {}
     for name, path in pool_paths.items():

@@ -2,7 +2,11 @@
 
 A de-identification model trains on the real train part of the split notes
 table (``split == "train"``) mixed with notes from any number of labelled
-pools (synthetic, surrogate, silver). Three regimes (VetSynth, section 2.5):
+pools (synthetic, surrogate, silver). ``real_parts`` widens the real part to
+the gold notes of several split parts (``[seed, train]``: the model a user
+deploys, which needs every gold note but the holdout; the synthetic-data study
+keeps the seed part for synthesis). The holdout part is never trained on.
+Three regimes (VetSynth, section 2.5):
 
 ``augmentation``
     Keep every real note and add ``S = min(pool size, round(f / (1 - f) * R))``
@@ -22,7 +26,7 @@ pools (synthetic, surrogate, silver). Three regimes (VetSynth, section 2.5):
 Rules where a choice had to be made (every "round" here rounds halves up):
 
 * Validation is carved out first: ``validation_fraction`` of the real train
-  patients (rounded half up; at least one, and at least one left for training,
+  patients (those of every part in ``real_parts``) (rounded half up; at least one, and at least one left for training,
   when the fraction is positive and there are two or more patients) become
   real-only validation, never mixed. Pool notes whose ``patient_id`` is a
   validation patient (for example surrogate versions of its notes) are dropped
@@ -62,6 +66,7 @@ import pyarrow as pa
 from synthdeid.artifacts import read_parquet_with_provenance, write_parquet_atomic
 from synthdeid.errors import ConfigError, InputError, StepError
 from synthdeid.notes import NOTES_SCHEMA, Note, notes_to_table, table_to_notes
+from synthdeid.split import PARTS as SPLIT_PARTS
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +117,23 @@ def _check_positive_int(key: str, value: object) -> None:
         raise ConfigError(f"mixture.{key} must be a positive integer, got {value!r}")
 
 
+def _check_real_parts(value: object) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        raise ConfigError(f"mixture.real_parts must be a non-empty list of parts, got {value!r}")
+    parts = list(value)
+    unknown = sorted(str(p) for p in parts if p not in SPLIT_PARTS)
+    if unknown:
+        raise ConfigError(f"mixture.real_parts has unknown parts {unknown}; parts: {SPLIT_PARTS}")
+    if HOLDOUT_SPLIT in parts:
+        raise ConfigError(
+            "mixture.real_parts includes 'holdout': the holdout notes score every run "
+            "and are never trained on"
+        )
+    if len(set(parts)) != len(parts):
+        raise ConfigError(f"mixture.real_parts lists a part twice: {parts}")
+    return tuple(sorted(parts))
+
+
 @dataclass(frozen=True, kw_only=True)
 class MixtureSpec:
     """How to build one training mixture (validated on construction).
@@ -121,7 +143,8 @@ class MixtureSpec:
     ``synthetic_fraction`` only as 0 or ``1 - real_fraction``).
     ``pii_fraction`` is the share of the synthetic part that carries at least
     one span (None: as drawn). ``validation_fraction`` is the share of real
-    train patients held out as validation.
+    train patients held out as validation. ``real_parts`` are the split parts
+    whose gold notes are the real data (default the train part; never holdout).
     """
 
     regime: str
@@ -133,8 +156,11 @@ class MixtureSpec:
     batch_size: int | None = None
     pii_fraction: float | None = None
     validation_fraction: float = 0.15
+    real_parts: tuple[str, ...] = (TRAIN_SPLIT,)
 
     def __post_init__(self) -> None:
+        # a config list arrives as a list: keep the spec hashable and its parts sorted
+        object.__setattr__(self, "real_parts", _check_real_parts(self.real_parts))
         if self.regime not in REGIMES:
             raise ConfigError(f"mixture.regime must be one of {REGIMES}, got {self.regime!r}")
         if not _is_int(self.seed):
@@ -437,13 +463,15 @@ def build_mixture(
 ) -> Mixture:
     """Build the mixture: validation carved from the real train part, then the regime's draw.
 
-    ``real_notes`` is the split notes table; only notes with ``split ==
-    "train"`` are used. ``pools`` maps pool names to their notes (any split).
+    ``real_notes`` is the split notes table; only notes whose ``split`` is one
+    of ``spec.real_parts`` are used (they all become ``train`` or
+    ``validation``). ``pools`` maps pool names to their notes (any split).
     """
-    real_train = [n for n in real_notes if n.split == TRAIN_SPLIT]
+    real_train = [n for n in real_notes if n.split in spec.real_parts]
     if not real_train:
         raise ConfigError(
-            "the real notes hold no note with split 'train'; pass the split notes table"
+            f"the real notes hold no note of the parts {list(spec.real_parts)}; "
+            "pass the split notes table"
         )
     real, validation = carve_validation(real_train, spec.validation_fraction, spec.seed)
     validation_patients = {n.patient_id for n in validation}
@@ -493,6 +521,7 @@ def summarize(
     return {
         "regime": spec.regime,
         "seed": spec.seed,
+        "real_parts": list(spec.real_parts),
         "target_synthetic_fraction": spec.target_synthetic_fraction,
         "n_train_total": n_total,
         "n_train_unique": len(train),

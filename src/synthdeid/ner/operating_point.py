@@ -20,6 +20,7 @@ thresholds on the validation part (real notes never used for training):
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -101,7 +102,14 @@ def choose(rows: Sequence[dict[str, float]], rule: OperatingPointRule) -> dict[s
             precise,
             key=lambda r: (r["leakage_overlap_all"], -r["span_overlap_f1"], r["o_threshold"]),
         )
-    return max(rows, key=lambda r: (r["detection_precision"], -r["o_threshold"]))
+    # a threshold with no predictions has no precision (NaN): it ranks below every other
+    return max(
+        rows,
+        key=lambda r: (
+            -math.inf if math.isnan(r["detection_precision"]) else r["detection_precision"],
+            -r["o_threshold"],
+        ),
+    )
 
 
 @dataclass(frozen=True)

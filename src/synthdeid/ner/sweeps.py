@@ -120,6 +120,13 @@ def expand_run(
                 "trained runs (list the expanded member names in members)"
             )
         return [dict(run)]
+    if "base" in run:
+        if sweep or seeds or name in (arm_seeds or {}):
+            raise ConfigError(
+                f"ner run {name!r} stacks lexicons over a trained run: sweep and "
+                "training_seeds belong to trained runs (name an expanded run as its base)"
+            )
+        return [dict(run)]
     check_sweep(name, sweep)
     if seeds is None:
         seeds = default_seeds

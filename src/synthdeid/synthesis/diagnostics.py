@@ -23,8 +23,6 @@ notes) is ``null`` / empty / "n/a", never a crash.
 
 from __future__ import annotations
 
-import base64
-import html
 import logging
 import math
 import re
@@ -40,7 +38,14 @@ from scipy import linalg
 
 from synthdeid.artifacts import atomic_text, write_json_atomic
 from synthdeid.embeddings import SentenceEncoder
-from synthdeid.evaluation.report import markdown_table, pyplot, save_figure, write_csv
+from synthdeid.evaluation.report import (
+    PALETTE,
+    markdown_table,
+    markdown_to_html,
+    pyplot,
+    save_figure,
+    write_csv,
+)
 from synthdeid.labels import CANONICAL_LABELS, COARSE_LABELS, coarse_view
 from synthdeid.notes import Note
 
@@ -506,8 +511,11 @@ def diagnostics_rows(diag: Diagnostics) -> list[dict[str, Any]]:
     return rows
 
 
-def plot_lengths(diag: Diagnostics, path: Path) -> None:
-    """Box plots of words per note, one per subset (empty subsets are left blank)."""
+def plot_lengths(diag: Diagnostics, path: Path) -> Any:
+    """Box plots of words per note, one per subset (empty subsets are left blank).
+
+    Returns the (closed) figure.
+    """
     plt = pyplot()
     names = diag.subsets
     fig, ax = plt.subplots(figsize=(max(5.0, 1.3 * len(names) + 1.5), 4.2))
@@ -519,20 +527,26 @@ def plot_lengths(diag: Diagnostics, path: Path) -> None:
             positions=positions,
             widths=0.6,
             flierprops={"markersize": 2, "alpha": 0.4},
-            medianprops={"color": "#c0504d"},
+            medianprops={"color": PALETTE["vermillion"]},
         )
     ticks = [f"{name}\n(n={len(d):,})" for name, d in zip(names, data, strict=True)]
     ax.set_xticks(range(len(names)), ticks, fontsize=8)
     ax.set_xlim(-0.6, len(names) - 0.4)
+    ax.set_xlabel("subset (n = notes)")
     ax.set_ylabel("words per note")
     ax.set_title("Note length per subset")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     save_figure(fig, path)
+    return fig
 
 
-def plot_labels(diag: Diagnostics, path: Path) -> None:
-    """Grouped bars: share of spans per coarse label and per canonical label, per subset."""
+def plot_labels(diag: Diagnostics, path: Path) -> Any:
+    """Grouped bars: share of spans per coarse label and per canonical label, per subset.
+
+    A subset without spans has no label shares: it is drawn as nothing and
+    named so in the legend. Returns the (closed) figure.
+    """
     plt = pyplot()
     names = diag.subsets
     fig, (left, right) = plt.subplots(
@@ -551,43 +565,21 @@ def plot_labels(diag: Diagnostics, path: Path) -> None:
             values = [shares.get(label, math.nan) for label in labels]
             values = [100 * v if math.isfinite(v) else 0.0 for v in values]
             offsets = [x + (i - (len(names) - 1) / 2) * width for x in range(len(labels))]
-            empty = not diag.statistics[name]["spans"]
-            ax.bar(offsets, values, width=width, label=f"{name} (no spans)" if empty else name)
+            spans = diag.statistics[name]["spans"]
+            legend = f"{name} (n = {spans:,} spans)" if spans else f"{name} (no spans: n/a)"
+            ax.bar(offsets, values, width=width, label=legend)
         ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
-        ax.set_ylabel("% of spans")
+        ax.set_ylabel("% of the subset's spans")
         ax.grid(axis="y", alpha=0.3)
     left.set_title("Coarse labels")
+    left.set_xlabel("coarse PHI label")
     right.set_title("Canonical labels")
+    right.set_xlabel("canonical PHI label")
     left.legend(frameon=False, fontsize=8)
     fig.suptitle("Span label distribution per subset")
     fig.tight_layout()
     save_figure(fig, path)
-
-
-def markdown_to_html(markdown: str, title: str, images: Mapping[str, Path] | None = None) -> str:
-    """A standalone HTML page of Markdown with tables (CommonMark + GFM tables).
-
-    ``images`` maps an image link of the Markdown (``max_rouge_l.png``) to its
-    PNG file, which is embedded in the page as a data URI: the page then shows
-    its figures wherever it is opened (a Snakemake report shows it from a data
-    URI, where relative links lead nowhere).
-    """
-    from markdown_it import MarkdownIt
-
-    body = MarkdownIt("commonmark").enable("table").render(markdown)
-    for link, path in (images or {}).items():
-        encoded = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-        body = body.replace(f'src="{link}"', f'src="data:image/png;base64,{encoded}"')
-    style = (
-        "body{font-family:sans-serif;max-width:70em;margin:1em auto}"
-        "table{border-collapse:collapse;margin:1em 0}"
-        "th,td{border:1px solid #bbb;padding:.25em .6em;text-align:right}"
-        "th:first-child,td:first-child{text-align:left}"
-    )
-    return (
-        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{style}</style></head><body>\n{body}</body></html>\n"
-    )
+    return fig
 
 
 def write_diagnostics(diag: Diagnostics, out_dir: str | Path) -> dict[str, Path]:

@@ -6,7 +6,8 @@ share, DCR overfitting score); every figure is the mean over the samples,
 with its standard deviation, minimum and maximum. The real holdout half is
 scored like a sample as the reference a synthesizer is read against (its
 novelty figures, which compare with the holdout itself, are left empty).
-Writes comparison.json, a Markdown table laid out like Table 1 of Lorenzo et al. 2026,
+Writes comparison.json, a Markdown table laid out like Table 1 of Lorenzo et al. 2026
+(and the same table as comparison.html, which the Snakemake report shows inline),
 a long CSV and a figure.
 """
 
@@ -30,7 +31,14 @@ from tqdm.auto import tqdm
 from synthdeid.artifacts import atomic_text, make_provenance, write_json_atomic
 from synthdeid.cli_types import input_file, named_input_file, output_dir
 from synthdeid.errors import ConfigError
-from synthdeid.evaluation.report import pyplot, save_figure
+from synthdeid.evaluation.report import (
+    NOT_AVAILABLE,
+    PALETTE,
+    mark_undefined,
+    pyplot,
+    save_figure,
+    write_html,
+)
 from synthdeid.settings import settings_from_mapping
 from synthdeid.tabular.metrics import (
     fidelity,
@@ -191,8 +199,11 @@ def comparison_markdown(results: list[dict[str, Any]]) -> str:
             cells = []
             for r in results:
                 metric = r["metrics"].get(key)
-                if metric is None or metric["mean"] is None:
+                if metric is None:  # not measured for this column (the real reference)
                     cells.append("-")
+                    continue
+                if metric["mean"] is None:  # undefined on every sample
+                    cells.append(NOT_AVAILABLE)
                     continue
                 std = metric["std"]
                 text = _number(metric["mean"], key)
@@ -202,7 +213,10 @@ def comparison_markdown(results: list[dict[str, Any]]) -> str:
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
     samples = ", ".join(f"{r['label']} {r['samples']}" for r in results)
     lines.append("")
-    lines.append(f"Mean ± standard deviation over independent samples ({samples}).")
+    lines.append(
+        f"Mean ± standard deviation over independent samples ({samples}); "
+        f"-: not measured for the real reference; {NOT_AVAILABLE}: undefined."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -216,14 +230,29 @@ def comparison_csv(results: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def comparison_figure(results: list[dict[str, Any]], path: Path) -> None:
-    """Fidelity by order and two novelty figures per synthesizer, with the spread over samples."""
+# legend names of the figure's series (the table's row names, without the hints)
+FIGURE_LABELS: dict[str, str] = {
+    "univariate": "univariate",
+    "bivariate": "bivariate",
+    "trivariate": "trivariate",
+    "identical_match_share": "identical matches with training rows",
+    "dcr_share": "DCR share (closer to a training row than to a holdout row)",
+}
+
+
+def comparison_figure(results: list[dict[str, Any]], path: Path) -> Any:
+    """Fidelity by order and two novelty figures per synthesizer, with the spread over samples.
+
+    Bars are means over each synthesizer's samples (n in the tick labels),
+    error bars the standard deviation; an undefined mean is written n/a.
+    Returns the (closed) figure.
+    """
     plt = pyplot()
-    labels = [r["label"] for r in results]
+    labels = [f"{r['label']}\n(n = {r['samples']})" for r in results]
     x = np.arange(len(labels))
-    figure, axes = plt.subplots(1, 2, figsize=(max(8, 1.6 * len(labels) + 4), 4.2))
+    figure, axes = plt.subplots(1, 2, figsize=(max(9, 1.8 * len(labels) + 4), 4.6))
     panels = (
-        (axes[0], ("univariate", "bivariate", "trivariate"), "Fidelity (accuracy)"),
+        (axes[0], ("univariate", "bivariate", "trivariate"), "Fidelity (accuracy, 1 is best)"),
         (axes[1], ("identical_match_share", "dcr_share"), "Novelty (shares of rows)"),
     )
     for ax, keys, title in panels:
@@ -231,16 +260,29 @@ def comparison_figure(results: list[dict[str, Any]], path: Path) -> None:
         for j, key in enumerate(keys):
             means = [r["metrics"].get(key, {}).get("mean") for r in results]
             stds = [r["metrics"].get(key, {}).get("std") for r in results]
-            means = [np.nan if m is None else m for m in means]
-            stds = [0.0 if s is None or np.isnan(s) else s for s in stds]
-            ax.bar(x + (j - (len(keys) - 1) / 2) * width, means, width, yerr=stds, label=key)
-        ax.set_xticks(x, labels, rotation=30, ha="right")
-        ax.set_ylim(0, 1.05)
-        ax.set_title(title)
-        ax.legend(fontsize=8)
-    axes[1].axhline(0.5, color="grey", linewidth=0.8, linestyle="--")
+            shown = [k for k, m in enumerate(means) if m is not None and not np.isnan(m)]
+            offsets = x + (j - (len(keys) - 1) / 2) * width
+            ax.bar(
+                offsets[shown],
+                [means[k] for k in shown],
+                width,
+                yerr=[0.0 if stds[k] is None or np.isnan(stds[k]) else stds[k] for k in shown],
+                capsize=2,
+                label=FIGURE_LABELS[key],
+            )
+            mark_undefined(ax, [float(offsets[k]) for k in range(len(means)) if k not in shown])
+        ax.set_xticks(x, labels, rotation=30, ha="right", fontsize=8)
+        ax.set_xlabel("synthesizer (n = independent samples)")
+        ax.set_ylim(0, 1.12)
+        ax.set_title(title, fontsize=10)
+        ax.legend(fontsize=7, loc="upper right")
+    axes[0].set_ylabel("accuracy (1 - half the L1 distance, 0 to 1)")
+    axes[1].set_ylabel("share of synthetic rows (0 to 1)")
+    axes[1].axhline(0.5, color=PALETTE["grey"], linewidth=0.8, linestyle="--")
+    figure.suptitle("Mean over samples, error bars: standard deviation", fontsize=9)
     figure.tight_layout()
     save_figure(figure, path)
+    return figure
 
 
 def run(args: argparse.Namespace) -> None:
@@ -285,8 +327,10 @@ def run(args: argparse.Namespace) -> None:
     out = args.out_dir
     provenance = make_provenance("evaluate-tabular", {"settings": args.settings}, inputs)
     write_json_atomic({"results": results, "provenance": provenance}, out / "comparison.json")
+    markdown = comparison_markdown(results)
     with atomic_text(out / "comparison.md") as handle:
-        handle.write(comparison_markdown(results))
+        handle.write(markdown)
+    write_html(markdown, "Synthesizer comparison", out / "comparison.html")
     with atomic_text(out / "comparison.csv") as handle:
         handle.write(comparison_csv(results))
     comparison_figure(results, out / "comparison.png")

@@ -8,7 +8,10 @@ the unfaithful variables dropped (Lorenzo et al. 2026, section 4), for informati
 extraction training. With an LLM judge, the rule checker runs too and the
 summary gives their agreement pair by pair (Cohen's kappa). No accepted
 report (a model that wrote none) gives outputs that say so, every accuracy
-n/a, rather than a failed step.
+n/a, rather than a failed step. Writes faithfulness.json / .csv / .md, the same
+table as faithfulness.html (shown inline by the Snakemake report), the figure
+faithfulness.png (which says in its title when every accuracy is 0, 1 or n/a)
+and pairs.parquet.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import csv
 import io
 import json
 import logging
+import textwrap
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -34,7 +38,14 @@ from synthdeid.artifacts import (
 )
 from synthdeid.cli_types import input_dir, input_file, output_dir
 from synthdeid.errors import InputError
-from synthdeid.evaluation.report import NOT_AVAILABLE, number_or_na, pyplot, save_figure
+from synthdeid.evaluation.report import (
+    NOT_AVAILABLE,
+    PALETTE,
+    number_or_na,
+    pyplot,
+    save_figure,
+    write_html,
+)
 from synthdeid.llm.base import ChatFailure, ChatRequest
 from synthdeid.llm.factory import build_backend
 from synthdeid.tabular.faithfulness import (
@@ -57,6 +68,8 @@ from synthdeid.tabular.faithfulness import (
 from synthdeid.tabular.spec import TableSpec, load_spec
 
 log = logging.getLogger(__name__)
+
+FAITHFULNESS_TITLE = "Faithfulness of the verbalized reports"
 
 PAIRS_SCHEMA = pa.schema(
     [
@@ -148,34 +161,88 @@ def accuracy_table(
     return "\n".join(lines) + "\n"
 
 
+def uniform_finding(
+    per_variable: dict[str, float | None], n_reports: int, checker: str
+) -> str | None:
+    """A plain sentence when every accuracy is 0, 1 or undefined (bars that show no contrast).
+
+    Such a figure is not a finding about particular variables: the title says
+    what it means (e.g. that the checker found no variable stated correctly in
+    any of the reports), with n. None when the accuracies differ.
+    """
+    judged = [value for value in per_variable.values() if value is not None]
+    if not judged:
+        return f"n/a: the {checker} checker judged no variable in the {n_reports} reports"
+    if all(value == 0 for value in judged):
+        return (
+            f"The {checker} checker found no variable stated correctly in any of the "
+            f"{n_reports} reports"
+        )
+    if all(value == 1 for value in judged):
+        return (
+            f"The {checker} checker found every variable stated correctly in all "
+            f"{n_reports} reports"
+        )
+    return None
+
+
 def accuracy_figure(
-    per_variable: dict[str, float | None], buckets: dict[str, float] | None, path: Path
-) -> None:
-    """Per-variable accuracy (n/a written where none was judged) and the document buckets."""
+    per_variable: dict[str, float | None],
+    buckets: dict[str, float] | None,
+    path: Path,
+    *,
+    n_reports: int,
+    checker: str,
+) -> Any:
+    """Per-variable accuracy (n/a written where none was judged) and the document buckets.
+
+    Every bar carries its value, so a 0 is seen as 0, not as a missing bar;
+    when every accuracy is 0, 1 or undefined the figure says so in its title
+    (:func:`uniform_finding`). Returns the (closed) figure.
+    """
     plt = pyplot()
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4.6), gridspec_kw={"width_ratios": [3, 2]})
     names = list(per_variable)
     positions = np.arange(len(names))
     values = [per_variable[n] for n in names]
-    axes[0].barh(positions, [v if v is not None else 0.0 for v in values], color="#0072b2")
+    axes[0].barh(positions, [v if v is not None else 0.0 for v in values], color=PALETTE["blue"])
     for y, value in zip(positions, values, strict=True):
-        if value is None:
-            axes[0].text(0.01, y, NOT_AVAILABLE, va="center", fontsize=8, color="#555555")
+        text = NOT_AVAILABLE if value is None else f"{value:.2f}"
+        inside = value is not None and value > 0.85
+        axes[0].text(
+            value - 0.01 if inside else (value or 0.0) + 0.01,
+            y,
+            text,
+            va="center",
+            ha="right" if inside else "left",
+            fontsize=7,
+            color="white" if inside else PALETTE["black"],
+        )
     axes[0].set_yticks(positions, names, fontsize=8)
     axes[0].invert_yaxis()
     axes[0].set_xlim(0, 1)
-    axes[0].set_xlabel("share of judged reports stating the variable correctly")
-    axes[0].set_title("Per-variable accuracy")
+    axes[0].set_xlabel("share of judged reports stating the variable correctly (0 to 1)")
+    axes[0].set_ylabel("variable")
+    axes[0].set_title(f"Per-variable accuracy (n = {n_reports} reports)", fontsize=10)
     if buckets is None:
         axes[1].text(0.5, 0.5, f"{NOT_AVAILABLE}: no report judged", ha="center", va="center")
         axes[1].set_xticks([])
     else:
-        axes[1].bar(list(buckets), [100 * v for v in buckets.values()], color="#009e73")
+        bars = axes[1].bar(
+            list(buckets), [100 * v for v in buckets.values()], color=PALETTE["green"]
+        )
+        axes[1].bar_label(bars, labels=[f"{100 * v:.0f}%" for v in buckets.values()], fontsize=7)
+        axes[1].set_ylim(0, 110)
         axes[1].tick_params(axis="x", rotation=30)
+    axes[1].set_xlabel("share of a report's variables stated correctly")
     axes[1].set_ylabel("% of documents")
-    axes[1].set_title("Document-level accuracy")
+    axes[1].set_title(f"Document-level accuracy (n = {n_reports} reports)", fontsize=10)
+    finding = uniform_finding(per_variable, n_reports, checker)
+    if finding is not None:
+        figure.suptitle(textwrap.fill(finding, width=100, break_on_hyphens=False), fontsize=10)
     figure.tight_layout()
     save_figure(figure, path)
+    return figure
 
 
 def agreement_line(found: Agreement) -> str:
@@ -213,6 +280,7 @@ def write_nothing_to_check(args: argparse.Namespace) -> None:
     message = "No accepted report to check (n = 0): every accuracy is n/a."
     with atomic_text(out / "faithfulness.md") as handle:
         handle.write(message + "\n")
+    write_html(message + "\n", FAITHFULNESS_TITLE, out / "faithfulness.html")
     with atomic_text(out / "faithfulness.csv") as handle:
         handle.write("variable,accuracy\n")
     plt = pyplot()
@@ -282,23 +350,30 @@ def run(args: argparse.Namespace) -> None:
         "provenance": provenance,
     }
     write_json_atomic(summary, out / "faithfulness.json")
+    note = (
+        " (reports by the seeded grammar: backend none, no language model)"
+        if "grammar" in generators
+        else ""
+    )
+    markdown = f"Checker: {checker}; {len(reports)} reports{note}.\n\n"
+    finding = uniform_finding(per_variable, len(reports), checker)
+    if finding is not None:
+        markdown += f"{finding}.\n\n"
+    markdown += accuracy_table(per_variable, overall, buckets)
+    if with_rules is not None:
+        markdown += f"\n{agreement_line(with_rules)}\n"
     with atomic_text(out / "faithfulness.md") as handle:
-        note = (
-            " (reports by the seeded grammar: backend none, no language model)"
-            if "grammar" in generators
-            else ""
-        )
-        handle.write(f"Checker: {checker}; {len(reports)} reports{note}.\n\n")
-        handle.write(accuracy_table(per_variable, overall, buckets))
-        if with_rules is not None:
-            handle.write(f"\n{agreement_line(with_rules)}\n")
+        handle.write(markdown)
+    write_html(markdown, FAITHFULNESS_TITLE, out / "faithfulness.html")
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["variable", "accuracy"])
     writer.writerows(per_variable.items())
     with atomic_text(out / "faithfulness.csv") as handle:
         handle.write(buffer.getvalue())
-    accuracy_figure(per_variable, buckets, out / "faithfulness.png")
+    accuracy_figure(
+        per_variable, buckets, out / "faithfulness.png", n_reports=len(reports), checker=checker
+    )
     write_parquet_atomic(
         pa.Table.from_pylist(rows, schema=PAIRS_SCHEMA), out / "pairs.parquet", provenance
     )

@@ -13,9 +13,12 @@ predicted again.
 
 * ``--teacher NAME=DIR`` and ``--student NAME=DIR``: the two systems scored on
   the same gold notes. One resample matrix serves both systems and both tests.
-  Writes distillation.csv / .md / .json and distillation.png (dumbbell plot:
-  precision and recall panels, a teacher and a student dot per category joined
-  by a line, green when the student is at least as good, red otherwise).
+  Writes distillation.csv / .md / .json, distillation.html (the table, for the
+  report) and distillation.png (dumbbell plot: precision and recall panels, a
+  teacher and a student dot per category with its 95% interval, joined by a
+  solid line when the student is at least as good and a dashed one otherwise).
+  A figure a system leaves undefined (precision of a category it never
+  predicted) is n/a, never 0.
 * ``--silver TEACHER=DIR``: a teacher's silver pool labels scored against the gold spans of the
   pool notes, i.e. how noisy the student's training labels are. Writes
   silver_noise.csv / .md / .json and silver_noise.png.
@@ -54,15 +57,21 @@ from synthdeid.evaluation.compare import load_runs
 from synthdeid.evaluation.metrics import ALL, DEFINITIONS, CountTable
 from synthdeid.evaluation.report import (
     NOT_AVAILABLE,
+    PALETTE,
     PER_DOCUMENT,
     error_bars,
+    is_undefined,
+    mark_undefined,
     markdown_table,
+    number_or_na,
     plot_not_scored,
     pyplot,
     read_per_document,
     reported_labels,
     save_figure,
+    undefined_to_none,
     write_csv,
+    write_html,
 )
 
 log = logging.getLogger(__name__)
@@ -86,10 +95,13 @@ NOISE_FIELDS: tuple[str, ...] = (
     "support",
     "predicted",
 )
-BETTER_OR_EQUAL = "#2e7d32"  # student >= teacher
-WORSE = "#c62828"  # teacher ahead
-TEACHER_COLOR = "#1f4e79"
-STUDENT_COLOR = "#e69f00"
+# connectors: colour and line style both tell the direction (colour-blind safe)
+BETTER_OR_EQUAL = (PALETTE["sky"], "-")  # student >= teacher
+WORSE = (PALETTE["vermillion"], "--")  # teacher ahead
+TEACHER_COLOR = PALETTE["blue"]
+STUDENT_COLOR = PALETTE["orange"]
+PRECISION_COLOR = PALETTE["blue"]
+RECALL_COLOR = PALETTE["orange"]
 TOLERANCE = 1e-12
 
 
@@ -172,7 +184,11 @@ def compare_distillation(
 
 
 def distillation_rows(d: Distillation) -> list[dict[str, Any]]:
-    """One row per label with gold support, then ALL (see :func:`distillation_fields`)."""
+    """One row per label with gold support, then ALL (see :func:`distillation_fields`).
+
+    Undefined figures (precision of a category a system never predicted, a
+    difference involving one, its p) are None.
+    """
     metrics = match_metrics(d.match)
     tested = {part: {row.label: row for row in t.rows} for part, t in d.tests.items()}
     rows = []
@@ -193,18 +209,25 @@ def distillation_rows(d: Distillation) -> list[dict[str, Any]]:
             row[f"{part}_p_bonferroni"] = test.p_bonferroni
             row[f"{part}_significant"] = test.significant
         row["m"] = d.m
-        rows.append(row)
+        rows.append(undefined_to_none(row))
     return rows
 
 
 def short_interval(interval: Interval) -> str:
-    """``0.89 [0.86-0.93]``, as in SHIELD's Table 2."""
+    """``0.89 [0.86-0.93]``, as in SHIELD's Table 2; n/a where undefined."""
+    if not interval.defined:
+        return NOT_AVAILABLE
+    if is_undefined(interval.lo) or is_undefined(interval.hi):
+        return f"{interval.estimate:.2f} [{NOT_AVAILABLE}]"
     return f"{interval.estimate:.2f} [{interval.lo:.2f}-{interval.hi:.2f}]"
 
 
 def difference_cell(row: dict[str, Any], part: str) -> str:
+    """``+0.12 (0.004)*``; n/a where the difference is undefined."""
+    if is_undefined(row[f"{part}_diff"]):
+        return NOT_AVAILABLE
     mark = "*" if row[f"{part}_significant"] else ""
-    return f"{row[f'{part}_diff']:+.2f} ({row[f'{part}_p_bonferroni']:.3f}){mark}"
+    return f"{row[f'{part}_diff']:+.2f} ({number_or_na(row[f'{part}_p_bonferroni'])}){mark}"
 
 
 def significant_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
@@ -268,45 +291,92 @@ def distillation_markdown(d: Distillation, rows: Sequence[dict[str, Any]]) -> st
     return "\n".join(lines)
 
 
-def plot_distillation(d: Distillation, rows: Sequence[dict[str, Any]], path: Path) -> None:
-    """Dumbbell plot (SHIELD, Figure 7): precision and recall panels, one row per label."""
+def plot_distillation(d: Distillation, rows: Sequence[dict[str, Any]], path: Path) -> Any:
+    """Dumbbell plot (SHIELD, Figure 7): precision and recall panels, one row per label.
+
+    Each system's point carries its 95% bootstrap interval (horizontal bar);
+    a figure a system leaves undefined is written n/a on its row. Returns the
+    (closed) figure.
+    """
     from matplotlib.lines import Line2D
 
     plt = pyplot()
     labels = d.labels
-    positions = np.arange(len(labels))[::-1]  # first label on top
-    fig, axes = plt.subplots(1, 2, figsize=(9.5, 0.5 * len(labels) + 2.2), sharey=True)
+    positions = np.arange(len(labels), dtype=float)[::-1]  # first label on top
+    offsets = {"teacher": 0.12, "student": -0.12}
+    fig, axes = plt.subplots(1, 2, figsize=(10.0, 0.55 * len(labels) + 2.6), sharey=True)
     for ax, part in zip(axes, ("precision", "recall"), strict=True):
         for row, y in zip(rows, positions, strict=True):
             teacher, student = row[f"teacher_{part}"], row[f"student_{part}"]
-            color = BETTER_OR_EQUAL if student >= teacher - TOLERANCE else WORSE
-            ax.plot([teacher, student], [y, y], color=color, linewidth=2.5, zorder=1)
+            if is_undefined(teacher) or is_undefined(student):
+                continue  # no connector; the undefined side is written n/a below
+            color, style = BETTER_OR_EQUAL if student >= teacher - TOLERANCE else WORSE
+            ax.plot(
+                [teacher, student],
+                [y + offsets["teacher"], y + offsets["student"]],
+                color=color,
+                linestyle=style,
+                linewidth=2.0,
+                zorder=1,
+            )
             if row[f"{part}_significant"]:
                 ax.annotate(
                     "*",
                     (max(teacher, student), y),
-                    xytext=(6, -4),
+                    xytext=(8, -4),
                     textcoords="offset points",
-                    color=color,
+                    color=PALETTE["black"],
                     fontsize=12,
                 )
-        for system, marker, size, color, z in (
-            ("teacher", "o", 45, TEACHER_COLOR, 2),
-            ("student", "D", 40, STUDENT_COLOR, 3),
+        for system, marker, color, z in (
+            ("teacher", "o", TEACHER_COLOR, 2),
+            ("student", "D", STUDENT_COLOR, 3),
         ):
-            ax.scatter(
-                [row[f"{system}_{part}"] for row in rows],
-                positions,
-                marker=marker,
-                s=size,
+            shown = [
+                (row, y)
+                for row, y in zip(rows, positions, strict=True)
+                if not is_undefined(row[f"{system}_{part}"])
+            ]
+            estimates = [row[f"{system}_{part}"] for row, _ in shown]
+            lower = [
+                0.0
+                if is_undefined(row[f"{system}_{part}_lo"])
+                else est - row[f"{system}_{part}_lo"]
+                for (row, _), est in zip(shown, estimates, strict=True)
+            ]
+            upper = [
+                0.0
+                if is_undefined(row[f"{system}_{part}_hi"])
+                else row[f"{system}_{part}_hi"] - est
+                for (row, _), est in zip(shown, estimates, strict=True)
+            ]
+            ax.errorbar(
+                estimates,
+                [y + offsets[system] for _, y in shown],
+                xerr=np.clip(np.array([lower, upper], dtype=float).reshape(2, -1), 0.0, None),
+                fmt=marker,
+                markersize=6,
+                capsize=3,
+                elinewidth=1.2,
                 color=color,
                 zorder=z,
             )
-        ax.set_xlim(-0.02, 1.08)
-        ax.set_xlabel(f"span {d.match} {part}")
-        ax.set_title(part)
+            mark_undefined(
+                ax,
+                [
+                    float(y) + offsets[system]
+                    for row, y in zip(rows, positions, strict=True)
+                    if is_undefined(row[f"{system}_{part}"])
+                ],
+                horizontal=True,
+                text=f"{system}: {NOT_AVAILABLE}",
+            )
+        ax.set_xlim(-0.02, 1.1)
+        ax.set_xlabel(f"span {d.match} {part} (0 to 1)")
+        ax.set_title(f"{part} (95% bootstrap interval)", fontsize=10)
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(positions, [f"{row['label']} (n={row['support']})" for row in rows])
+    axes[0].set_ylabel("PHI label (n = gold spans)")
     axes[0].set_ylim(-0.7, len(labels) - 0.3)
     handles = [
         Line2D(
@@ -315,17 +385,26 @@ def plot_distillation(d: Distillation, rows: Sequence[dict[str, Any]], path: Pat
         Line2D(
             [], [], marker="D", linestyle="", color=STUDENT_COLOR, label=f"{d.student} (student)"
         ),
-        Line2D([], [], color=BETTER_OR_EQUAL, linewidth=2.5, label="student >= teacher"),
-        Line2D([], [], color=WORSE, linewidth=2.5, label="teacher ahead"),
+        Line2D(
+            [],
+            [],
+            color=BETTER_OR_EQUAL[0],
+            linestyle=BETTER_OR_EQUAL[1],
+            linewidth=2.0,
+            label="student >= teacher",
+        ),
+        Line2D([], [], color=WORSE[0], linestyle=WORSE[1], linewidth=2.0, label="teacher ahead"),
     ]
     fig.legend(handles=handles, loc="lower center", ncol=4, fontsize=8, frameon=False)
+    n_notes = int(d.teacher_result.counts["n_notes"])
     fig.suptitle(
-        f"{d.teacher} (teacher) vs. {d.student} (student): span {d.match} matching"
-        " (* significant after Bonferroni)",
+        f"{d.teacher} (teacher) vs. {d.student} (student) on n = {n_notes} notes: span "
+        f"{d.match} matching (* significant after Bonferroni)",
         fontsize=10,
     )
     fig.tight_layout(rect=(0, 0.07, 1, 1))
     save_figure(fig, path)
+    return fig
 
 
 def system_document(
@@ -367,7 +446,7 @@ def distillation_document(
         "tests": {
             part: {
                 **{k: v for k, v in asdict(test).items() if k != "rows"},
-                "rows": [asdict(row) for row in test.rows],
+                "rows": [undefined_to_none(asdict(row)) for row in test.rows],
             }
             for part, test in d.tests.items()
         },
@@ -454,37 +533,51 @@ def noise_markdown(name: str, result: BootstrapResult, match: str) -> str:
     return "\n".join([*lines, ""])
 
 
-def plot_noise(name: str, result: BootstrapResult, match: str, path: Path) -> None:
-    """Per-label silver precision and recall with 95% CI error bars, two markers per label."""
+def plot_noise(name: str, result: BootstrapResult, match: str, path: Path) -> Any:
+    """Per-label silver precision and recall with 95% CI error bars, two markers per label.
+
+    A figure undefined for a label (precision where the teacher gave it no
+    span, recall where it has no gold) is written n/a. Returns the (closed) figure.
+    """
     metrics = match_metrics(match)
     plt = pyplot()
     labels = reported_labels(result)
-    positions = np.arange(len(labels))
-    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(labels) + 2.0), 4.0))
+    positions = np.arange(len(labels), dtype=float)
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.9 * len(labels) + 2.0), 4.2))
     for part, offset, marker, color in (
-        ("precision", -0.12, "o", TEACHER_COLOR),
-        ("recall", 0.12, "s", WORSE),
+        ("precision", -0.12, "o", PRECISION_COLOR),
+        ("recall", 0.12, "s", RECALL_COLOR),
     ):
         intervals = [result.per_label[label][metrics[part]] for label in labels]
+        shown = [k for k, i in enumerate(intervals) if i.defined]
         ax.errorbar(
-            positions + offset,
-            [i.estimate for i in intervals],
-            yerr=error_bars(intervals),
+            positions[shown] + offset,
+            [intervals[k].estimate for k in shown],
+            yerr=error_bars([intervals[k] for k in shown]),
             fmt=marker,
             capsize=3,
             color=color,
             label=f"silver {part}",
         )
+        mark_undefined(
+            ax, [positions[k] + offset for k, i in enumerate(intervals) if not i.defined]
+        )
     ticks = [f"{label}\n(n={result.support[label]})" for label in labels]
     ax.set_xticks(positions, ticks, fontsize=8)
     ax.set_xlim(-0.6, len(labels) - 0.4)
     ax.set_ylim(-0.02, 1.05)
-    ax.set_ylabel(f"span {match} precision / recall")
-    ax.set_title(f"{name}: silver label noise ({match} matching, 95% CI)", fontsize=10)
+    ax.set_xlabel("PHI label (n = gold spans)")
+    ax.set_ylabel(f"span {match} precision / recall (0 to 1)")
+    ax.set_title(
+        f"{name}: silver label noise on n = {int(result.counts['n_notes'])} pool notes\n"
+        f"({match} matching, 95% bootstrap interval)",
+        fontsize=10,
+    )
     ax.legend(fontsize=8, loc="best")
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     save_figure(fig, path)
+    return fig
 
 
 def noise_document(
@@ -570,23 +663,25 @@ def write_distillation(
         {name: folder / PER_DOCUMENT for name, folder in folders.items()},
     )
     write_csv(rows, distillation_fields(), out / f"{DISTILLATION}.csv")
+    markdown = distillation_markdown(d, rows)
     with atomic_text(out / f"{DISTILLATION}.md") as handle:
-        handle.write(distillation_markdown(d, rows))
+        handle.write(markdown)
+    write_html(markdown, f"Distillation: {d.teacher} vs. {d.student}", out / f"{DISTILLATION}.html")
     write_json_atomic(
         distillation_document(d, rows, folders, provenance), out / f"{DISTILLATION}.json"
     )
     plot_distillation(d, rows, out / f"{DISTILLATION}.png")
     overall = rows[-1]
     log.info(
-        "%s vs %s on %d notes (%s): P %.3f -> %.3f, R %.3f -> %.3f; significant: %s -> %s",
+        "%s vs %s on %d notes (%s): P %s -> %s, R %s -> %s; significant: %s -> %s",
         d.teacher,
         d.student,
         int(d.teacher_result.counts["n_notes"]),
         d.match,
-        overall["teacher_precision"],
-        overall["student_precision"],
-        overall["teacher_recall"],
-        overall["student_recall"],
+        number_or_na(overall["teacher_precision"]),
+        number_or_na(overall["student_precision"]),
+        number_or_na(overall["teacher_recall"]),
+        number_or_na(overall["student_recall"]),
         "; ".join(significant_summary(rows)) or "none",
         out,
     )
