@@ -37,6 +37,7 @@ from synthdeid.artifacts import (
 )
 from synthdeid.cli_types import input_dir, input_file, output_dir, positive_int
 from synthdeid.errors import ConfigError, InputError
+from synthdeid.evaluation.report import number_or_na
 from synthdeid.notes import read_notes
 
 log = logging.getLogger(__name__)
@@ -187,9 +188,6 @@ def quality_markdown(quality: dict[str, dict[str, Any]], real_distinct: dict[str
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
-    def fmt(value: Any, spec: str = ".3f") -> str:
-        return "n/a" if value is None else format(value, spec)
-
     def share(outcomes: dict[str, Any] | None, key: str) -> str:
         if outcomes is None:
             return "n/a"
@@ -203,8 +201,8 @@ def quality_markdown(quality: dict[str, dict[str, Any]], real_distinct: dict[str
         p, d, s = q["privacy"], q["distinct"], q["lengths"]["synthetic"]
         o = q.get("outcomes")
         lines.append(
-            f"| {name} | {'yes' if p['dp'] else 'no'} | {fmt(p['epsilon'], '.2f')} "
-            f"| {fmt(p['delta'], '.2e')} | {fmt(p['noise_multiplier'], '.3f')} | {p['steps']} "
+            f"| {name} | {'yes' if p['dp'] else 'no'} | {number_or_na(p['epsilon'], '.2f')} "
+            f"| {number_or_na(p['delta'], '.2e')} | {number_or_na(p['noise_multiplier'], '.3f')} | {p['steps']} "
             f"| {q['perplexity']['perplexity']:.1f} | {share(o, 'ended')} | {share(o, 'accepted')} "
             f"| {d['distinct_1']:.3f} | {d['distinct_2']:.3f} "
             f"| {d['distinct_3']:.3f} | {s['median']:.0f} [{s['q1']:.0f}, {s['q3']:.0f}] "
