@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -235,12 +234,8 @@ def test_the_made_up_names_are_in_the_lexicons_and_the_decoys_are_not() -> None:
     assert not any(normalize(d) in lexicon(lex) for d in DECOYS for lex in LEXICONS)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """Restore torch's thread count after the stages set it (--threads 1)."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
+# the stages set --threads 1; conftest's fixture restores torch's thread count after
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -355,29 +355,20 @@ def mark_undefined(
     ``positions`` are category positions (x for vertical plots, y for
     horizontal ones); the marker sits at the axis' left or bottom end.
     """
+    # horizontal: at the x axis' left end, beside the category; else above the bottom
+    coords = ("axes fraction", "data") if horizontal else ("data", "axes fraction")
+    offset, align = ((4, 0), {"va": "center"}) if horizontal else ((0, 4), {"ha": "center"})
     for position in positions:
-        if horizontal:
-            ax.annotate(
-                text,
-                (0.0, position),
-                xycoords=("axes fraction", "data"),
-                xytext=(4, 0),
-                textcoords="offset points",
-                va="center",
-                fontsize=8,
-                color=PALETTE["grey"],
-            )
-        else:
-            ax.annotate(
-                text,
-                (position, 0.0),
-                xycoords=("data", "axes fraction"),
-                xytext=(0, 4),
-                textcoords="offset points",
-                ha="center",
-                fontsize=8,
-                color=PALETTE["grey"],
-            )
+        ax.annotate(
+            text,
+            (0.0, position) if horizontal else (position, 0.0),
+            xycoords=coords,
+            xytext=offset,
+            textcoords="offset points",
+            fontsize=8,
+            color=PALETTE["grey"],
+            **align,
+        )
 
 
 def save_figure(fig: Any, path: Path) -> None:

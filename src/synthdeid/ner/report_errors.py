@@ -209,15 +209,13 @@ def development_notes(
             f"{stage} reads development parts only (seed, train), not {list(parts)}: "
             "the holdout is for the final scores"
         )
-    chosen = [n for n in notes if n.split in set(parts) and n.note_id not in trained]
-    chosen += [n for n in validation if n.note_id not in trained]
-    seen: set[str] = set()
-    unique = []
+    wanted = set(parts)
+    chosen = [n for n in notes if n.split in wanted] + list(validation)
+    unique: dict[str, Note] = {}
     for note in chosen:
-        if note.note_id not in seen:
-            seen.add(note.note_id)
-            unique.append(note)
-    return unique
+        if note.note_id not in trained:
+            unique.setdefault(note.note_id, note)
+    return list(unique.values())
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
