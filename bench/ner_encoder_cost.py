@@ -65,8 +65,8 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
         get_linear_schedule_with_warmup,
     )
 
+    from synthdeid.encoders import resolve_model_name
     from synthdeid.ner.batching import collate
-    from synthdeid.ner.encoders import resolve_model_name
     from synthdeid.ner.model import DeidTagger, NerSettings
     from synthdeid.ner.tagging import IGNORE_INDEX, make_windows
     from synthdeid.ner.training import class_weights, labels_in, optimizer_step, set_seed

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from transformers import AutoTokenizer, BertConfig, BertModel
 
-from synthdeid.ner.model import default_model_path
+from synthdeid.encoders import default_model_path
 from synthdeid.notes import UNSPLIT, Note, Span
 
 

@@ -11,6 +11,7 @@ import torch
 from transformers import AutoTokenizer, BertConfig, BertForTokenClassification
 
 from ner_helpers import note_from_pieces, tiny_encoder_dir
+from synthdeid.encoders import default_model_path
 from synthdeid.errors import ConfigError
 from synthdeid.ner.batching import collate
 from synthdeid.ner.casing import (
@@ -24,7 +25,7 @@ from synthdeid.ner.casing import (
     word_case,
 )
 from synthdeid.ner.decoding import attach_initials
-from synthdeid.ner.model import NER_CONFIG_FILE, DeidTagger, default_model_path
+from synthdeid.ner.model import NER_CONFIG_FILE, DeidTagger
 from synthdeid.ner.model_card import CARD_FILE, save_model_directory
 from synthdeid.ner.tagging import encode_notes, make_windows
 from synthdeid.ner.training import TrainingConfig, train

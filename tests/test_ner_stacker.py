@@ -13,11 +13,12 @@ from transformers import AutoTokenizer
 
 from ner_helpers import note_from_pieces, tiny_encoder_dir
 from synthdeid.cli import main
+from synthdeid.encoders import default_model_path
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.metrics import headline_metrics
 from synthdeid.ner.ensemble import load_tagger
 from synthdeid.ner.lexicons import LEXICONS, lexicon, normalize
-from synthdeid.ner.model import SpanTagger, default_model_path
+from synthdeid.ner.model import SpanTagger
 from synthdeid.ner.stacker import (
     STACKER_FILE,
     LexiconStacker,

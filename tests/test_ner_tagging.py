@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from transformers import AutoTokenizer
 
+from synthdeid.encoders import default_model_path
 from synthdeid.errors import ConfigError
 from synthdeid.ner.batching import collate, padding_share, shuffled_bucket_batches, sorted_batches
 from synthdeid.ner.decoding import decode_spans, merge_windows, snap_to_words
-from synthdeid.ner.model import default_model_path
 from synthdeid.ner.tagging import (
     IGNORE_INDEX,
     encode_notes,

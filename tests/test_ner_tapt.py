@@ -12,9 +12,9 @@ from safetensors.torch import load_file
 from tests.ner_helpers import TAPT_RUN_CONFIG, made_up_sentences
 
 from synthdeid.cli import main
+from synthdeid.encoders import default_model_path
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.mixtures import MixtureNote, write_mixture
-from synthdeid.ner.model import default_model_path
 from synthdeid.ner.tapt import (
     TAPT_CONFIG_FILE,
     TaptConfig,

@@ -259,6 +259,7 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
 def run(args: argparse.Namespace) -> None:
     import torch
 
+    from synthdeid.devices import pick_device
     from synthdeid.dplm.canaries import canary_report, reference_canaries
     from synthdeid.dplm.canary_stage import read_canaries
     from synthdeid.dplm.memorization import (
@@ -271,7 +272,6 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.dplm.rouge import RougeIndex
     from synthdeid.dplm.text_quality import distinct_n
     from synthdeid.evaluation.report import markdown_to_html
-    from synthdeid.ner.model import pick_device
 
     settings = dict(args.settings)
     unknown = sorted(set(settings) - SETTING_KEYS)

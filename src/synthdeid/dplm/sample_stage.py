@@ -73,12 +73,12 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     import torch
 
+    from synthdeid.devices import pick_device
     from synthdeid.dplm.corpus import ControlCoder
     from synthdeid.dplm.model import load_lm
     from synthdeid.dplm.sampling import SamplingConfig, generate_samples, validate_sample
     from synthdeid.dplm.train_stage import PRIVACY_FILE, read_lm_settings
     from synthdeid.identifiers import IdentifierScanner
-    from synthdeid.ner.model import pick_device
     from synthdeid.synthesis.placeholders import load_allowlist
     from synthdeid.synthesis.pool_stage import (
         check_pool_settings,

@@ -73,6 +73,7 @@ def check_settings(settings: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> None:
     import torch
 
+    from synthdeid.devices import pick_device
     from synthdeid.dplm.adapters import LoraSettings
     from synthdeid.dplm.canary_stage import read_canaries
     from synthdeid.dplm.corpus import (
@@ -84,7 +85,6 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.dplm.model import ScratchConfig, build_lm, save_lm
     from synthdeid.dplm.privacy import PrivacyConfig
     from synthdeid.dplm.training import LmTrainingConfig, train_lm
-    from synthdeid.ner.model import pick_device
     from synthdeid.synthesis.placeholders import load_allowlist
 
     settings = check_settings(args.settings)

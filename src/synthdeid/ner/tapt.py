@@ -54,9 +54,9 @@ import torch
 from tqdm.auto import tqdm
 
 from synthdeid.artifacts import atomic_directory
+from synthdeid.devices import pick_device
+from synthdeid.encoders import describe_model_name, resolve_model_name
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.ner.encoders import describe_model_name, resolve_model_name
-from synthdeid.ner.model import pick_device
 from synthdeid.ner.training import PRECISIONS, autocast_dtype, optimizer_step, set_seed
 
 log = logging.getLogger(__name__)

@@ -29,14 +29,15 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from synthdeid.devices import pick_device
+from synthdeid.encoders import bundled_encoder, describe_model_name, resolve_model_name
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.metrics import headline_metrics
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.ner.batching import collate, padding_share, shuffled_bucket_batches
 from synthdeid.ner.casing import enable_case_types
 from synthdeid.ner.decoding import INITIAL_MODES
-from synthdeid.ner.encoders import bundled_encoder, describe_model_name, resolve_model_name
-from synthdeid.ner.model import DeidTagger, NerSettings, pick_device
+from synthdeid.ner.model import DeidTagger, NerSettings
 from synthdeid.ner.operating_point import OperatingPointRule, select_operating_point
 from synthdeid.ner.tagging import IGNORE_INDEX, Window, make_windows, tag_names
 from synthdeid.notes import Note, Span
@@ -50,7 +51,7 @@ PRECISIONS = ("auto", "fp32", "fp16", "bf16")
 class TrainingConfig:
     """Hyperparameters of one training run (config key ``ner.training``)."""
 
-    # hub id, local directory or bundled encoder (synthdeid.ner.encoders); None = bundled-minilm
+    # hub id, local directory or bundled encoder (synthdeid.encoders); None = bundled-minilm
     model: str | None = None
     labels: tuple[str, ...] | None = None  # None = the labels present in the data
     max_length: int = 512

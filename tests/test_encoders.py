@@ -25,10 +25,7 @@ import pytest
 import torch
 
 from ner_helpers import note_from_pieces
-from synthdeid.errors import ConfigError, InputError
-from synthdeid.ner.batching import collate
-from synthdeid.ner.casing import enable_case_types
-from synthdeid.ner.encoders import (
+from synthdeid.encoders import (
     ASSEMBLED_MARKER,
     BUNDLED_ENCODERS,
     MPNET,
@@ -41,6 +38,9 @@ from synthdeid.ner.encoders import (
     is_intact,
     resolve_model_name,
 )
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.ner.batching import collate
+from synthdeid.ner.casing import enable_case_types
 from synthdeid.ner.model import DeidTagger, NerSettings
 from synthdeid.ner.tagging import make_windows
 from synthdeid.ner.training import TrainingConfig, optimizer_step
