@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import string
+import tomllib
 from collections import Counter
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from synthdeid import demo_corpus
-from synthdeid.demo_corpus import (
+from synthdeid.demo.generator import (
     DEFAULT_N_NOTES,
     DEFAULT_SEED,
     SLOT_LABELS,
@@ -23,6 +25,7 @@ from synthdeid.demo_corpus import (
     summarize,
     write_demo_corpus,
 )
+from synthdeid.demo.phrases import PHRASES_FILE, load_phrases, phrases_from_mapping
 from synthdeid.errors import ConfigError
 from synthdeid.labels import CANONICAL_LABELS, LabelMap
 from synthdeid.readers.base import ReaderOptions
@@ -99,8 +102,8 @@ def test_spans_match_surface_and_do_not_overlap(records: list[dict]) -> None:
 
 def test_templates_label_only_known_slots() -> None:
     assert set(SLOT_LABELS.values()) <= set(CANONICAL_LABELS)
-    for sections in demo_corpus._TEMPLATES.values():
-        for section in sections:
+    for style in load_phrases().templates.values():
+        for section in style.sections:
             for template in section.plain:
                 names = {name for _, name, _, _ in string.Formatter().parse(template) if name}
                 assert not names & set(SLOT_LABELS), template
@@ -158,3 +161,25 @@ def test_write_and_cli_entry(tmp_path: Path) -> None:
 def test_rejects_empty_corpus() -> None:
     with pytest.raises(ConfigError):
         generate_demo_notes(0)
+
+
+def test_phrase_tables_cover_every_style() -> None:
+    phrases = load_phrases()
+    assert list(phrases.templates) == list(STYLES)
+    assert all(style.sections for style in phrases.templates.values())
+    assert set(phrases.species) == {"canine", "feline", "equine"}
+    assert all(len(exam.findings) >= 2 for exam in phrases.radiology_exams)  # two are drawn
+
+
+def test_sections_default_to_no_phi_and_always_included() -> None:
+    data = json.loads(resources.files("synthdeid.demo").joinpath(PHRASES_FILE).read_text())
+    data["templates"] = {"memo": {"separator": " ", "sections": [{"plain": ["Seen."]}]}}
+    (section,) = phrases_from_mapping(data).templates["memo"].sections
+    assert (section.plain, section.phi, section.p) == (("Seen.",), (), 1.0)
+
+
+def test_phrases_ship_in_the_wheel(repo: Path) -> None:
+    package_data = tomllib.loads((repo / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-data"
+    ]["synthdeid"]
+    assert any(fnmatch.fnmatch(f"demo/{PHRASES_FILE}", pattern) for pattern in package_data)

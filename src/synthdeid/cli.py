@@ -50,7 +50,7 @@ class Stage:
 # stage name -> module implementing it, in DAG order
 STAGES: dict[str, Stage] = {
     "make-demo": Stage(
-        "synthdeid.demo_corpus",
+        "synthdeid.demo.generator",
         "Generate the synthetic demo corpus (resources/demo/).",
     ),
     "ingest": Stage(

@@ -1,0 +1,1 @@
+"""The synthetic demo corpus: its generator and the phrase tables it draws from."""
