@@ -1,0 +1,278 @@
+"""Imports inside synthdeid point one way: from a layer to itself or to a lower one.
+
+:data:`LAYERS` is the order, lowest first: each layer names the modules and
+packages (relative to ``synthdeid``) it holds, and a name covers everything
+under it. Stage entry modules (``*_stage.py``, ``stage.py``) belong to the top
+layer whatever package holds them: they wire the lower layers into a command.
+Every import counts: at module level, inside a function, under
+``if TYPE_CHECKING:``. Names of modules that do not exist (yet) are harmless.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+Layers = Sequence[tuple[str, Sequence[str]]]
+
+LAYERS: Layers = (
+    # the canonical notes table, reading and splitting corpora, and what every step
+    # shares: artifacts, errors, settings, argument types, logging, the device, the
+    # identifier grammar, statistics and report formatting, runtime flags
+    (
+        "corpus",
+        (
+            "__init__",
+            "errors",
+            "artifacts",
+            "notes",
+            "labels",
+            "readers",
+            "ingest",
+            "split",
+            "mentions",
+            "settings",
+            "cli_types",
+            "logs",
+            "termination",
+            "local_only",
+            "prompt_file",
+            "probe_env",
+            "workflow_support",
+            "devices",
+            "detectors",
+            "stats",
+            "reporting",
+            "runtime",
+        ),
+    ),
+    # placeholders for PHI, surrogate values, and the identifier scanner built on both
+    ("masking", ("mask", "surrogate", "identifiers")),
+    # synthetic notes and tables, the demo corpus; the LLM backends, bundled encoders
+    # and sentence embeddings (near-duplicates, diagnostics) they use
+    ("synthesis", ("synthesis", "dplm", "tabular", "demo", "llm", "encoders", "embeddings")),
+    # span matching and precision / recall counts: notes against notes, no more; the
+    # models pick their operating point and best epoch with them
+    ("scoring", ("evaluation.matching", "evaluation.metrics")),
+    # de-identification models and the teachers that label notes for them
+    ("models", ("ner", "teacher")),
+    # bootstrap intervals, comparisons, reports and figures
+    ("evaluation", ("evaluation", "corpus_overview")),
+    # commands, which may import anything: every *_stage.py and stage.py too
+    ("entry", ("cli", "__main__", "workflow", "ner.report_errors")),
+)
+
+# PENDING: upward imports that parallel changes remove, as (importer, imported) name
+# prefixes. Delete an entry once its import is gone (test_pending_imports_still_exist
+# says when), and the set once it is empty.
+PENDING: frozenset[tuple[str, str]] = frozenset(
+    {
+        # the date/phone/ID grammar moves from ner.regex_detectors to synthdeid.detectors
+        ("identifiers", "ner.regex_detectors"),
+        # intervals move from evaluation.bootstrap to synthdeid.stats, figure and
+        # table formatting from evaluation.report to synthdeid.reporting
+        ("dplm.canaries", "evaluation.bootstrap"),
+        ("dplm.memorization", "evaluation.bootstrap"),
+        ("dplm.memorization", "evaluation.report"),
+        ("synthesis.diagnostics", "evaluation.report"),
+        ("ner.model_card", "evaluation.report"),
+        ("ner.stacker_card", "evaluation.report"),
+    }
+)
+
+PACKAGE = "synthdeid"
+SRC = Path(__file__).resolve().parents[1] / "src" / PACKAGE
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import of one package module by another, where it is written."""
+
+    importer: str  # dotted, relative to the package ("" is the package itself)
+    imported: str
+    path: Path  # from the folder that holds the package
+    line: int
+
+
+def module_names(root: Path) -> dict[str, Path]:
+    """Every module under ``root`` by its dotted name relative to the package
+    (a package is named by its folder; the top package is "")."""
+    names = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        names[".".join(parts)] = path
+    return names
+
+
+def package_imports(root: Path, package: str) -> Iterator[Import]:
+    """Every import of a ``package`` module written in a module under ``root``."""
+    modules = module_names(root)
+    for name, path in modules.items():
+        here = name.split(".") if name else []
+        if path.name != "__init__.py":
+            here = here[:-1]  # the package a relative import starts from
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = ".".join([package, *here[: len(here) - node.level + 1]])
+                    source = f"{base}.{node.module}" if node.module else base
+                else:
+                    source = node.module or ""
+                # `from a import b` imports the module a.b when there is one
+                targets = [
+                    f"{source}.{alias.name}"
+                    if f"{source}.{alias.name}".removeprefix(f"{package}.") in modules
+                    else source
+                    for alias in node.names
+                ]
+            else:
+                continue
+            for target in targets:
+                if target == package or target.startswith(f"{package}."):
+                    relative = target.removeprefix(package).removeprefix(".")
+                    yield Import(name, relative, path.relative_to(root.parent), node.lineno)
+
+
+def layer_of(module: str, layers: Layers) -> int | None:
+    """The index in ``layers`` of a dotted module name (None when no layer holds it)."""
+    parts = module.split(".") if module else ["__init__"]
+    if parts[-1] == "stage" or parts[-1].endswith("_stage"):
+        return len(layers) - 1
+    owners = {name: index for index, (_, names) in enumerate(layers) for name in names}
+    for end in range(len(parts), 0, -1):
+        owner = owners.get(".".join(parts[:end]))
+        if owner is not None:
+            return owner
+    return None
+
+
+def covers(prefix: str, module: str) -> bool:
+    return module == prefix or module.startswith(f"{prefix}.")
+
+
+def is_allowed(found: Import, allowed: frozenset[tuple[str, str]]) -> bool:
+    return any(covers(a, found.importer) and covers(b, found.imported) for a, b in allowed)
+
+
+def upward_imports(
+    root: Path,
+    package: str,
+    layers: Layers,
+    allowed: frozenset[tuple[str, str]] = frozenset(),
+) -> list[Import]:
+    """The imports of a higher layer by a lower one, in file order, less those an
+    ``allowed`` (importer, imported) prefix pair covers."""
+    found = []
+    for candidate in package_imports(root, package):
+        low, high = (layer_of(m, layers) for m in (candidate.importer, candidate.imported))
+        if low is None or high is None or high <= low or is_allowed(candidate, allowed):
+            continue
+        if candidate not in found:  # `from a import b, c` is one import of a
+            found.append(candidate)
+    return found
+
+
+def describe(found: Import, package: str, layers: Layers) -> str:
+    """``file:line: a (layer) imports b (layer)``."""
+    low, high = (layer_of(m, layers) for m in (found.importer, found.imported))
+    assert low is not None and high is not None
+    importer = ".".join(filter(None, (package, found.importer)))
+    return (
+        f"{found.path.as_posix()}:{found.line}: {importer} ({layers[low][0]}) imports "
+        f"{package}.{found.imported} ({layers[high][0]})"
+    )
+
+
+def test_every_module_has_a_layer() -> None:
+    unplaced = [name for name in module_names(SRC) if layer_of(name, LAYERS) is None]
+    assert not unplaced, f"add these modules to a layer in tests/test_layers.py: {unplaced}"
+
+
+def test_no_layer_names_a_module_twice() -> None:
+    names = [name for _, members in LAYERS for name in members]
+    assert len(names) == len(set(names))
+
+
+def test_imports_point_down_the_layers() -> None:
+    upward = [describe(f, PACKAGE, LAYERS) for f in upward_imports(SRC, PACKAGE, LAYERS, PENDING)]
+    assert not upward, "imports of a higher layer:\n" + "\n".join(upward)
+
+
+def test_pending_imports_still_exist() -> None:
+    """An entry of PENDING that no import needs any more is to be deleted."""
+    upward = upward_imports(SRC, PACKAGE, LAYERS)
+    stale = [pair for pair in sorted(PENDING) if not any(is_allowed(f, {pair}) for f in upward)]
+    assert not stale, f"delete these PENDING entries from tests/test_layers.py: {stale}"
+
+
+TOY_LAYERS: Layers = (("low", ("__init__", "low", "base")), ("high", ("high",)))
+
+
+def write_package(root: Path, files: Mapping[str, str]) -> Path:
+    package = root / "toy"
+    for name, text in files.items():
+        path = package / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return package
+
+
+def test_upward_imports_finds_function_level_type_checking_and_relative_imports(
+    tmp_path: Path,
+) -> None:
+    package = write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "high.py": "from toy.low import thing\n",
+            "low.py": """\
+                from typing import TYPE_CHECKING
+                if TYPE_CHECKING:
+                    from toy.high import Model
+                def load() -> None:
+                    import toy.high
+                """,
+            "base/__init__.py": "",
+            "base/inner.py": "from .. import high\nfrom ..base import inner\n",
+            "base/run_stage.py": "from toy import high\n",
+        },
+    )
+    found = [describe(f, "toy", TOY_LAYERS) for f in upward_imports(package, "toy", TOY_LAYERS)]
+    assert found == [
+        "toy/base/inner.py:1: toy.base.inner (low) imports toy.high (high)",
+        "toy/low.py:3: toy.low (low) imports toy.high (high)",
+        "toy/low.py:5: toy.low (low) imports toy.high (high)",
+    ]
+    allowed = upward_imports(package, "toy", TOY_LAYERS, frozenset({("low", "high")}))
+    assert [f.importer for f in allowed] == ["base.inner"]
+
+
+@pytest.mark.parametrize(
+    ("module", "layer"),
+    [
+        ("", "corpus"),
+        ("surrogate.operators.dates", "masking"),
+        ("embeddings", "synthesis"),
+        ("ner.model", "models"),
+        ("ner.deid_stage", "entry"),
+        ("evaluation.stage", "entry"),
+        ("workflow.targets", "entry"),
+        ("detectors", "corpus"),
+    ],
+)
+def test_layer_of(module: str, layer: str) -> None:
+    index = layer_of(module, LAYERS)
+    assert index is not None and LAYERS[index][0] == layer
+
+
+def test_layer_of_an_unplaced_module_is_none() -> None:
+    assert layer_of("nowhere.module", LAYERS) is None
