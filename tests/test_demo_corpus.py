@@ -25,7 +25,12 @@ from synthdeid.demo.generator import (
     summarize,
     write_demo_corpus,
 )
-from synthdeid.demo.phrases import PHRASES_FILE, load_phrases, phrases_from_mapping
+from synthdeid.demo.phrases import (
+    PHRASES_FILE,
+    case_from_mapping,
+    load_phrases,
+    phrases_from_mapping,
+)
 from synthdeid.errors import ConfigError
 from synthdeid.labels import CANONICAL_LABELS, LabelMap
 from synthdeid.readers.base import ReaderOptions
@@ -168,7 +173,7 @@ def test_phrase_tables_cover_every_style() -> None:
     assert list(phrases.templates) == list(STYLES)
     assert all(style.sections for style in phrases.templates.values())
     assert set(phrases.species) == {"canine", "feline", "equine"}
-    assert all(len(exam.findings) >= 2 for exam in phrases.radiology_exams)  # two are drawn
+    assert all(len(exam.choices["findings"]) >= 2 for exam in phrases.radiology_exams)  # 2 drawn
 
 
 def test_sections_default_to_no_phi_and_always_included() -> None:
@@ -176,6 +181,12 @@ def test_sections_default_to_no_phi_and_always_included() -> None:
     data["templates"] = {"memo": {"separator": " ", "sections": [{"plain": ["Seen."]}]}}
     (section,) = phrases_from_mapping(data).templates["memo"].sections
     assert (section.plain, section.phi, section.p) == (("Seen.",), (), 1.0)
+
+
+def test_a_case_keeps_phrases_and_lists_to_draw_from_apart() -> None:
+    case = case_from_mapping({"exam": "CT head", "findings": ["No bleed.", "No mass."]})
+    assert case.phrases == {"exam": "CT head"}
+    assert case.choices == {"findings": ("No bleed.", "No mass.")}
 
 
 def test_phrases_ship_in_the_wheel(repo: Path) -> None:

@@ -245,38 +245,39 @@ def _note_values(
         )
     elif style == "radiology":
         exam = rng.choice(phrases.radiology_exams)
-        finding1, finding2 = rng.sample(exam.findings, 2)
-        history = rng.choice(exam.histories)
+        finding1, finding2 = rng.sample(exam.choices["findings"], 2)
+        history = rng.choice(exam.choices["histories"])
         values.update(
-            rad_exam=exam.exam,
-            rad_technique=exam.technique,
+            rad_exam=exam.phrases["exam"],
+            rad_technique=exam.phrases["technique"],
             rad_history=history,
             rad_history_lc=history[0].lower() + history[1:],
             rad_finding1=finding1,
             rad_finding2=finding2,
-            rad_impression=rng.choice(exam.impressions),
+            rad_impression=rng.choice(exam.choices["impressions"]),
             accession=f"RA{rng.randint(1_000_000, 9_999_999)}",
         )
     elif style == "pathology":
         case = rng.choice(phrases.pathology_cases)
+        history = case.phrases["history"]
         values.update(
-            path_specimen=case.specimen,
-            path_history=case.history,
-            path_history_lc=case.history[0].lower() + case.history[1:],
-            path_gross=case.gross,
-            path_micro=case.micro,
-            path_dx=rng.choice(case.diagnoses),
+            path_specimen=case.phrases["specimen"],
+            path_history=history,
+            path_history_lc=history[0].lower() + history[1:],
+            path_gross=case.phrases["gross"],
+            path_micro=case.phrases["micro"],
+            path_dx=rng.choice(case.choices["diagnoses"]),
             accession=f"S{note_day.year % 100:02d}-{rng.randint(10000, 99999)}",
         )
     else:  # veterinary
-        vet_case = rng.choice(phrases.species[values["species"]].cases)
+        case = rng.choice(phrases.species[values["species"]].cases)
         equine = values["species"] == "equine"
         values.update(
             vet_service=rng.choice(phrases.veterinary_services),
-            vet_complaint=vet_case.complaint,
-            vet_exam=vet_case.exam,
-            vet_assessment=vet_case.assessment,
-            vet_plan=vet_case.plan,
+            vet_complaint=case.phrases["complaint"],
+            vet_exam=case.phrases["exam"],
+            vet_assessment=case.phrases["assessment"],
+            vet_plan=case.phrases["plan"],
             vet_temp=f"{rng.randint(995, 1025) / 10:.1f}",
             vet_hr=str(rng.randint(32, 48) if equine else rng.randint(80, 180)),
             vet_rr=str(rng.randint(10, 40)),

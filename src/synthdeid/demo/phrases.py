@@ -39,35 +39,20 @@ class Style:
 
 
 @dataclass(frozen=True)
-class RadiologyExam:
-    exam: str
-    technique: str
-    histories: tuple[str, ...]
-    findings: tuple[str, ...]
-    impressions: tuple[str, ...]
+class Case:
+    """What one note is about (a radiology exam, a specimen, a veterinary complaint):
+    phrases used as they are, and lists a phrase is drawn from, each by name."""
 
-
-@dataclass(frozen=True)
-class PathologyCase:
-    specimen: str
-    history: str
-    gross: str
-    micro: str
-    diagnoses: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class VeterinaryCase:
-    complaint: str
-    exam: str
-    assessment: str
-    plan: str
+    phrases: Mapping[str, str]
+    choices: Mapping[str, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
 class Species:
+    """The breeds of one species seen in veterinary consults, and its cases."""
+
     breeds: tuple[str, ...]
-    cases: tuple[VeterinaryCase, ...]
+    cases: tuple[Case, ...]
 
 
 @dataclass(frozen=True)
@@ -75,8 +60,8 @@ class Phrases:
     """Every phrase table of the generator."""
 
     templates: Mapping[str, Style]
-    radiology_exams: tuple[RadiologyExam, ...]
-    pathology_cases: tuple[PathologyCase, ...]
+    radiology_exams: tuple[Case, ...]
+    pathology_cases: tuple[Case, ...]
     species: Mapping[str, Species]
     veterinary_services: tuple[str, ...]
     veterinary_sexes: tuple[str, ...]
@@ -93,6 +78,13 @@ def _section(data: Mapping[str, Any]) -> Section:
     return Section(_strings(data["plain"]), _strings(data.get("phi", ())), float(data.get("p", 1)))
 
 
+def case_from_mapping(data: Mapping[str, Any]) -> Case:
+    """A case from its JSON object: a string is a phrase, a list of strings a choice."""
+    phrases = {name: value for name, value in data.items() if isinstance(value, str)}
+    choices = {name: _strings(value) for name, value in data.items() if name not in phrases}
+    return Case(phrases, choices)
+
+
 def phrases_from_mapping(data: Mapping[str, Any]) -> Phrases:
     """The tables of a parsed ``phrases.json``."""
     return Phrases(
@@ -100,26 +92,11 @@ def phrases_from_mapping(data: Mapping[str, Any]) -> Phrases:
             name: Style(style["separator"], tuple(_section(s) for s in style["sections"]))
             for name, style in data["templates"].items()
         },
-        radiology_exams=tuple(
-            RadiologyExam(
-                e["exam"],
-                e["technique"],
-                _strings(e["histories"]),
-                _strings(e["findings"]),
-                _strings(e["impressions"]),
-            )
-            for e in data["radiology_exams"]
-        ),
-        pathology_cases=tuple(
-            PathologyCase(
-                c["specimen"], c["history"], c["gross"], c["micro"], _strings(c["diagnoses"])
-            )
-            for c in data["pathology_cases"]
-        ),
+        radiology_exams=tuple(case_from_mapping(case) for case in data["radiology_exams"]),
+        pathology_cases=tuple(case_from_mapping(case) for case in data["pathology_cases"]),
         species={
             name: Species(
-                _strings(entry["breeds"]),
-                tuple(VeterinaryCase(**case) for case in entry["cases"]),
+                _strings(entry["breeds"]), tuple(case_from_mapping(c) for c in entry["cases"])
             )
             for name, entry in data["species"].items()
         },
