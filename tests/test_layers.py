@@ -169,7 +169,7 @@ def upward_imports(
     layers: Layers,
     allowed: frozenset[tuple[str, str]] = frozenset(),
 ) -> list[Import]:
-    """The imports of a higher layer by a lower one, in file order, less those an
+    """The imports of a higher layer by a lower one, by file and line, less those an
     ``allowed`` (importer, imported) prefix pair covers."""
     found = []
     for candidate in package_imports(root, package):
@@ -178,7 +178,7 @@ def upward_imports(
             continue
         if candidate not in found:  # `from a import b, c` is one import of a
             found.append(candidate)
-    return found
+    return sorted(found, key=lambda f: (f.path, f.line))
 
 
 def describe(found: Import, package: str, layers: Layers) -> str:
