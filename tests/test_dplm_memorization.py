@@ -16,52 +16,21 @@ from synthdeid.dplm.memorization import (
     COMPARE_FIELDS,
     MemorizationAudit,
     audit_markdown,
-    bootstrap_mean_interval,
     compare_audits,
     memorization_audit,
     normalise_text,
     plot_canaries,
     plot_max_rouge_histograms,
-    wilson_interval,
-    z_for_level,
 )
 from synthdeid.dplm.rouge import RougeIndex, rouge_l
 from synthdeid.errors import ConfigError
+from synthdeid.stats import wilson_interval
 
 TRAINING = [
     "Patient resting comfortably, vital signs stable overnight.",
     "Dressing changed on the left leg wound, no drainage noted.",
     "Ambulated twice in the hallway with a walker; tolerated well.",
 ]
-
-
-def test_wilson_known_values() -> None:
-    assert z_for_level(0.95) == pytest.approx(1.959963984540054)
-    five = wilson_interval(5, 10)
-    assert five.estimate == 0.5
-    assert (five.lo, five.hi) == pytest.approx((0.236593, 0.763407), abs=1e-6)
-    zero = wilson_interval(0, 10)
-    assert (zero.estimate, zero.lo) == (0.0, 0.0)
-    assert zero.hi == pytest.approx(0.277533, abs=1e-6)
-    full = wilson_interval(20, 20)
-    assert full.hi == 1.0
-    assert full.lo == pytest.approx(0.838875, abs=1e-6)
-    with pytest.raises(ValueError):
-        wilson_interval(1, 0)
-    with pytest.raises(ValueError):
-        wilson_interval(3, 2)
-
-
-def test_bootstrap_mean_interval() -> None:
-    constant = bootstrap_mean_interval([0.4] * 7, resamples=100)
-    assert (constant.estimate, constant.lo, constant.hi) == pytest.approx((0.4, 0.4, 0.4))
-    values = np.linspace(0, 1, 50)
-    interval = bootstrap_mean_interval(values, resamples=500, seed=3)
-    assert interval.estimate == pytest.approx(0.5)
-    assert 0.38 < interval.lo < 0.5 < interval.hi < 0.62
-    assert interval == bootstrap_mean_interval(values, resamples=500, seed=3)
-    with pytest.raises(ValueError):
-        bootstrap_mean_interval([], resamples=10)
 
 
 def test_identical_copy_disjoint_and_partial() -> None:
@@ -181,6 +150,16 @@ def test_compare_json_markdown_and_figures(tmp_path: Path) -> None:
     text = audit_markdown(audits, reports, histogram="hist.png", canary_figure="canaries.png")
     assert text.startswith("## Memorization audit")
     assert "| non_dp | 3 |" in text
+    s = audits["non_dp"].summary
+    assert (
+        "| model | samples | mean max ROUGE-L [95% CI] | median [IQR] | min - max "
+        "| exact duplicates | near duplicates (>= 0.8) |\n|---|---|---|---|---|---|---|\n"
+    ) in text
+    assert (
+        f"| non_dp | 3 | {s.mean.estimate:.3f} [{s.mean.lo:.3f}, {s.mean.hi:.3f}] "
+        f"| {s.median:.3f} [{s.q1:.3f}-{s.q3:.3f}] | {s.min:.3f} - {s.max:.3f} "
+        f"| 2 ({s.exact_share.estimate:.3f} [{s.exact_share.lo:.3f}, {s.exact_share.hi:.3f}]) |"
+    ) in text
     assert "### Canaries" in text
     assert "canary_001" in text and "1/3" in text
     assert "![Maximum ROUGE-L per sample](hist.png)" in text

@@ -14,9 +14,10 @@ from synthdeid.evaluation.arms import (
     seed_statistics,
     summarize_arm,
 )
-from synthdeid.evaluation.bootstrap import paired_bootstrap_test, resample_weights
+from synthdeid.evaluation.bootstrap import paired_bootstrap_test
 from synthdeid.evaluation.metrics import count_table, table_headline
 from synthdeid.notes import Note, Span
+from synthdeid.stats import resample_weights
 
 TEXT = "Dr Quill saw Vera Moss on 3/14 in Oakvale."
 SPANS = (Span(3, 8, "DOCTOR"), Span(13, 22, "PATIENT"), Span(26, 30, "DATE"))

@@ -5,16 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from synthdeid.evaluation.bootstrap import (
-    bonferroni,
-    bootstrap_metrics,
-    is_significant,
-    p_value,
-    paired_bootstrap_test,
-    percentile_interval,
-    resample_weights,
-    resampled_sums,
-)
+from synthdeid.evaluation.bootstrap import bootstrap_metrics, paired_bootstrap_test, resampled_sums
 from synthdeid.evaluation.metrics import (
     ALL,
     HEADLINE_RATIOS,
@@ -24,6 +15,7 @@ from synthdeid.evaluation.metrics import (
     headline_ratios,
 )
 from synthdeid.notes import Note, Span
+from synthdeid.stats import resample_weights
 
 TEXT = "Dr Quill saw Vera Moss on 3/14 in Oakvale."
 DOCTOR = Span(3, 8, "DOCTOR")
@@ -51,17 +43,6 @@ def noisy_predictions(gold: list[Note], seed: int = 0) -> dict[str, list[Span]]:
             spans.append(Span(0, 2, "OTHER"))
         predicted[note.note_id] = spans
     return predicted
-
-
-def test_resample_weights_are_counts_of_a_draw() -> None:
-    w = resample_weights(7, 50, seed=42)
-    assert w.shape == (50, 7)
-    assert (w.sum(axis=1) == 7).all()
-    assert (w >= 0).all()
-    assert np.array_equal(w, resample_weights(7, 50, seed=42))
-    assert not np.array_equal(w, resample_weights(7, 50, seed=43))
-    with pytest.raises(ValueError, match="at least one document"):
-        resample_weights(0, 10)
 
 
 def test_resampled_sums_are_weighted_document_sums() -> None:
@@ -151,14 +132,7 @@ def test_a_clearly_better_system_gets_a_small_p() -> None:
     assert {row.label: row.diff for row in backwards.rows}["PATIENT"] == -1.0
 
 
-def test_p_value_and_bonferroni_arithmetic() -> None:
-    samples = np.array([0.3, 0.2, -0.1, 0.5, 0.0, 0.4, 0.1, 0.2, 0.6, 0.3])
-    assert p_value(0.2, samples) == pytest.approx(2 * 2 / 10)  # two samples <= 0
-    assert p_value(-0.2, -samples) == pytest.approx(0.4)
-    assert p_value(0.0, samples) == 1.0
-    assert p_value(0.2, np.array([-1.0, -1.0, 1.0])) == 1.0  # capped at 1
-    assert bonferroni(0.004, 9) == pytest.approx(0.036)
-    assert bonferroni(0.2, 9) == 1.0
+def test_paired_test_rows_are_bonferroni_adjusted() -> None:
     gold = notes(30)
     system = count_table(gold, noisy_predictions(gold, seed=1))
     reference = count_table(gold, noisy_predictions(gold, seed=2))
@@ -237,21 +211,6 @@ def test_resamples_where_precision_is_undefined_are_skipped() -> None:
     date = result.per_label["DATE"]["overlap_precision"]
     assert np.isnan([date.estimate, date.lo, date.hi]).all()
     assert date.as_dict() == {"estimate": None, "ci_lo": None, "ci_hi": None}
-
-
-def test_percentile_interval_and_p_over_the_defined_resamples_by_hand() -> None:
-    nan = float("nan")
-    samples = np.array([nan, 0.2, 0.4, nan, 0.6])
-    assert percentile_interval(samples, level=0.0) == pytest.approx((0.4, 0.4))  # the median
-    assert percentile_interval(samples, level=1.0) == pytest.approx((0.2, 0.6))
-    assert all(np.isnan(percentile_interval(np.array([nan, nan]))))
-    # one of the three defined differences changes sign: p = 2 * 1/3
-    assert p_value(0.3, np.array([nan, 0.1, -0.1, 0.2])) == pytest.approx(2 / 3)
-    assert np.isnan(p_value(nan, np.array([0.1, 0.2])))
-    assert np.isnan(p_value(0.3, np.array([nan, nan])))
-    assert np.isnan(bonferroni(nan, 4))
-    assert not is_significant(nan, 0.05)
-    assert is_significant(0.01, 0.05)
 
 
 def test_a_paired_difference_with_an_undefined_side_is_never_significant() -> None:

@@ -6,14 +6,19 @@ import csv
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from synthdeid.cli import main
+from synthdeid.evaluation.arms import ARM_METRICS, ArmMetric, ArmSummary, ArmTest
+from synthdeid.evaluation.compare import arms_markdown
+from synthdeid.evaluation.compare import tests_markdown as paired_tests_markdown
 from synthdeid.evaluation.metrics import count_table
 from synthdeid.evaluation.report import OUTPUTS, read_per_document
+from synthdeid.evaluation.study_stage import FOREST_METRICS, study_markdown
 from synthdeid.notes import Note, Span, write_notes
 
 TEXT_A = "Seen by Dr Quill today."
@@ -410,3 +415,115 @@ def test_comparison_tables_are_one_html_page(tables: dict[str, Path], tmp_path: 
         assert heading in page
     assert "label-agnostic leakage" in page and "label-consistent leakage" in page
     assert "leakage_overlap_all" in page  # the key is named beside its definition
+
+
+# -- the table text, pinned: every cell as compare-ner and tabulate-study write it ------
+
+
+def test_paired_tests_and_arms_tables_are_written_exactly() -> None:
+    nan = float("nan")
+    tested = [
+        {
+            "run": "b",
+            "label": "DATE",
+            "support": 4,
+            "run_value": 0.75,
+            "reference_value": 0.5,
+            "diff": 0.25,
+            "diff_lo": -0.125,
+            "diff_hi": 0.5,
+            "p": 0.04,
+            "p_bonferroni": 0.08,
+            "significant": False,
+        },
+        {
+            "run": "b",
+            "label": "ALL",
+            "support": 9,
+            "run_value": None,
+            "reference_value": 0.5,
+            "diff": None,
+            "diff_lo": None,
+            "diff_hi": None,
+            "p": None,
+            "p_bonferroni": None,
+            "significant": False,
+        },
+    ]
+    assert paired_tests_markdown(tested, "overlap_recall", "a").splitlines()[-3:] == [
+        "|---|---|---|---|---|---|---|---|---|",
+        "| b | DATE | 4 | 0.750 | 0.500 | +0.250 [-0.125, +0.500] | 0.0400 | 0.0800 | no |",
+        "| b | ALL | 9 | n/a | 0.500 | n/a | n/a | n/a | no |",
+    ]
+    spread = ArmMetric(0.5, 0.1, 0.25, 0.75, 0.4, 0.6)
+    one_seed = ArmMetric(0.5, None, None, None, 0.4, 0.6)
+    undefined = ArmMetric(nan, None, None, None, nan, nan)
+    no_interval = ArmMetric(0.5, None, None, None, nan, nan)
+    summaries = {
+        "a": ArmSummary("a", ("a-seed1", "a-seed2"), dict.fromkeys(ARM_METRICS, spread)),
+        "b": ArmSummary(
+            "b",
+            ("b",),
+            dict(zip(ARM_METRICS, (one_seed, undefined, no_interval, one_seed), strict=True)),
+        ),
+    }
+    test = ArmTest("b", "a", "span_overlap_f1", 1, 2, False, 0.125, nan, nan, 0.5, 1.0, 1, False)
+    assert arms_markdown(summaries, "a", [test]).splitlines()[-10:] == [
+        "| arm | seeds | span_overlap_f1 | span_overlap_recall | span_overlap_precision "
+        "| leakage_overlap_all |",
+        "|---|---|---|---|---|---|",
+        "| a (reference) | 2 | "
+        + " | ".join(["0.500 +- 0.100 [0.250, 0.750]; CI [0.400, 0.600]"] * 4)
+        + " |",
+        "| b | 1 | 0.500 (SD n/a); CI [0.400, 0.600] | n/a; CI n/a | 0.500 (SD n/a); CI n/a "
+        "| 0.500 (SD n/a); CI [0.400, 0.600] |",
+        "",
+        "## Against the reference arm",
+        "",
+        "| arm | metric | seeds | diff [95% CI] | p | p_bonf | sig. |",
+        "|---|---|---|---|---|---|---|",
+        "| b | span_overlap_f1 | 1 vs 2 | +0.125 [n/a] | 0.5000 | 1.0000 | no |",
+    ]
+
+
+def test_study_cells_are_written_exactly() -> None:
+    def row(arm: str, reference: bool, **figures: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {"arm": arm, "reference": reference, "seeds": 2}
+        out |= {"train_notes": 120.0, "synthetic_share": 1 / 6, "epsilon": None}
+        keys = ("mean", "sd", "ci_lo", "ci_hi", "diff", "diff_lo", "diff_hi", "p_bonferroni")
+        for metric in ARM_METRICS:
+            out |= {f"{metric}_{key}": figures.get(key) for key in keys}
+            out[f"{metric}_significant"] = figures.get("significant", False)
+        return out
+
+    defined = {"mean": 0.5, "sd": 0.1, "ci_lo": 0.4, "ci_hi": 0.6, "diff": 0.25}
+    defined |= {"diff_lo": -0.125, "diff_hi": 0.5, "p_bonferroni": 0.0, "significant": True}
+    rows = [
+        row("real", True, mean=0.5, sd=None, ci_lo=None, ci_hi=None),
+        row("dp", False, **defined),
+        row("none", False),
+    ]
+    comparison = {
+        "reference_arm": "real",
+        "runs": {"r": {"counts": {"n_notes": 30}}},
+        "n_resamples": 400,
+    }
+    lines = study_markdown(rows, comparison, "Study").splitlines()
+    n_metrics, n_deltas = len(ARM_METRICS), len(FOREST_METRICS)
+    assert lines[-4] == "|" + "---|" * (5 + n_metrics + n_deltas)
+    assert lines[-3] == (
+        "| real (reference) | 2 | 120 | 16.7% | n/a | "
+        + " | ".join(["0.500 [n/a]"] * n_metrics + ["(reference)"] * n_deltas)
+        + " |"
+    )
+    assert lines[-2] == (
+        "| dp | 2 | 120 | 16.7% | n/a | "
+        + " | ".join(
+            ["0.500 +- 0.100 [0.400, 0.600]"] * n_metrics
+            + ["+0.250 [-0.125, +0.500] p<0.0050 *"] * n_deltas
+        )
+        + " |"
+    )
+    assert lines[-1] == (
+        "| none | 2 | 120 | 16.7% | n/a | " + " | ".join(["n/a"] * (n_metrics + n_deltas)) + " |"
+    )

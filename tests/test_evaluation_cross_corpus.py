@@ -12,6 +12,7 @@ from synthdeid.cli import main
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.cross_corpus import (
     CROSS_METRICS,
+    CrossCell,
     cross_markdown,
     cross_rows,
     parse_cells,
@@ -19,6 +20,7 @@ from synthdeid.evaluation.cross_corpus import (
     score_cells,
 )
 from synthdeid.notes import UNSPLIT, Note, Span, write_notes
+from synthdeid.stats import Interval
 
 
 def note(note_id: str, text: str, surfaces: dict[str, str]) -> Note:
@@ -106,6 +108,25 @@ def test_table_and_rows_have_every_cell_and_na(cells: list, tmp_path: Path) -> N
     assert fig.axes[0].get_ylabel() == "run"
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["strong", "weak"]
     assert all(ax.get_xlabel().endswith("(95% CI)") for ax in fig.axes[:3])
+
+
+def test_cells_are_written_exactly_and_an_unscored_cell_is_blank() -> None:
+    nan = float("nan")
+    scored = Interval(0.5, 0.25, 0.75)
+    cells = [
+        CrossCell("strong", "alpha", 3, dict.fromkeys(CROSS_METRICS, scored)),
+        CrossCell("weak", "alpha", 3, dict.fromkeys(CROSS_METRICS, Interval(nan, nan, nan))),
+        CrossCell("strong", "beta", 2, dict.fromkeys(CROSS_METRICS, Interval(1.0, nan, nan))),
+    ]
+    lines = cross_markdown(cells, {"alpha": "alpha holdout"}).splitlines()
+    assert lines[6:11] == [
+        "### detection recall",
+        "",
+        "| run | alpha holdout (3 notes) | beta (2 notes) |",
+        "|---|---|---|",
+        "| strong | 0.500 [0.250, 0.750] | 1.000 [n/a] |",
+    ]
+    assert lines[11] == "| weak | n/a | |"  # an empty cell is "| |"
 
 
 def test_runs_of_one_corpus_must_score_the_same_documents(tmp_path: Path) -> None:

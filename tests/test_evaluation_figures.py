@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 
-from synthdeid.evaluation.bootstrap import bootstrap_metrics, resample_weights
+from synthdeid.evaluation.bootstrap import bootstrap_metrics
 from synthdeid.evaluation.compare import plot_runs
 from synthdeid.evaluation.metrics import count_table
 from synthdeid.evaluation.report import PALETTE, SERIES_COLORS, plot_per_label_recall, pyplot
 from synthdeid.evaluation.study_stage import plot_forest
 from synthdeid.notes import Note, Span
+from synthdeid.stats import resample_weights
 
 TEXT = "Dr Quill saw Vera Moss on 3/14."
 DOCTOR = Span(3, 8, "DOCTOR")

@@ -16,7 +16,12 @@ from ner_helpers import note_from_pieces, tiny_encoder_dir
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.metrics import HEADLINE_RATIOS
 from synthdeid.ner.model import NER_CONFIG_FILE, DeidTagger, NerSettings
-from synthdeid.ner.model_card import CARD_FILE, HISTORY_FILE, save_model_directory
+from synthdeid.ner.model_card import (
+    CARD_FILE,
+    HISTORY_FILE,
+    decoding_lines,
+    save_model_directory,
+)
 from synthdeid.ner.operating_point import OperatingPointRule
 from synthdeid.ner.tagging import IGNORE_INDEX, Window, encode_notes, make_windows
 from synthdeid.ner.training import (
@@ -514,3 +519,27 @@ def test_settings_load_rejects_unreadable_settings(tmp_path: Path) -> None:
     (tmp_path / NER_CONFIG_FILE).write_text("{not json")
     with pytest.raises(InputError, match="unreadable model settings"):
         NerSettings.load(tmp_path)
+
+
+def test_card_metrics_table_is_written_exactly() -> None:
+    settings = NerSettings(labels=["NAME"], max_length=64, stride=8, regex_detectors=["dates"])
+    validation = {
+        "leakage_overlap_all": 0.125,
+        "detection_recall": 0.98765,
+        "detection_precision": float("nan"),
+        "span_overlap_f1": 0.5,
+        "span_exact_f1": None,
+    }
+    assert decoding_lines(settings, validation) == [
+        "- regex detectors unioned at inference: dates",
+        "- initials before predicted names: off",
+        "",
+        "## Validation metrics at the operating point",
+        "| metric | value |",
+        "|---|---|",
+        "| document-level leakage (overlap), all notes | 0.1250 |",
+        "| detection recall (any overlap, label-agnostic) | 0.9877 |",
+        "| detection precision | n/a |",
+        "| span-overlap F1 | 0.5000 |",
+        "| span-exact F1 | n/a |",
+    ]

@@ -446,3 +446,40 @@ def test_similarity_with_the_bundled_minilm_embeds_each_distinct_row_once() -> N
     assert np.array_equal(vectors[0], vectors[2])
     assert similarity(train, train, embed) == pytest.approx(1.0)
     assert 0 < similarity(train, pd.DataFrame({"a": ["z"] * 3, "b": ["r"] * 3}), embed) < 1
+
+
+def test_comparison_table_is_written_exactly() -> None:
+    from synthdeid.tabular.evaluate_stage import comparison_markdown
+
+    def spread(mean: float | None, std: float | None = None, n: int = 3) -> dict:
+        return {"mean": mean, "std": std, "min": mean, "max": mean, "n": n}
+
+    real = {"label": "holdout (real)", "privacy": "real", "samples": 1}
+    real["metrics"] = {"overall": spread(0.9, None, 1), "similarity": spread(1.0, None, 1)}
+    dp = {"label": "mst (eps 3)", "epsilon": 3.0, "privacy": "epsilon 3", "samples": 3}
+    dp["metrics"] = {
+        "overall": spread(0.74825, 0.00271),
+        "similarity": spread(0.5),
+        "identical_match_share": spread(0.0),
+        "nndr_ratio": spread(None),
+        "dcr_share": spread(float("nan")),
+    }
+    assert comparison_markdown([real, dp]).splitlines()[:9] == [
+        "| Metric \\ Synthesizer | holdout (real) | mst (eps 3) |",
+        "|---|---|---|",
+        "| **Privacy** | real | epsilon 3 |",
+        "| **Fidelity** | | |",
+        "| Overall accuracy | 90.00% | 74.83% ± 0.27% |",
+        "| Accuracy - univariate | - | - |",
+        "| Accuracy - bivariate | - | - |",
+        "| Accuracy - trivariate | - | - |",
+        "| **Similarity** | | |",
+    ]
+    assert comparison_markdown([real, dp]).splitlines()[9:15] == [
+        "| Cosine similarity | 1.000 | 0.500 |",
+        "| **Novelty** | | |",
+        "| % identical matches (lower is better) | - | 0.00% |",
+        "| NNDR, synthetic / holdout (higher is more novel) | - | n/a |",
+        "| DCR share (0.5 is ideal) | - | - |",
+        "| DCR overfitting score (1 is best) | - | - |",
+    ]

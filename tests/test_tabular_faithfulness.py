@@ -426,3 +426,25 @@ def test_all_zero_accuracies_are_said_plainly_with_n(tmp_path: Path) -> None:
         {"a": 0.5, "b": 1.0}, buckets, tmp_path / "g.png", n_reports=4, checker="rules"
     )
     assert mixed.get_suptitle() == ""
+
+
+def test_accuracy_table_is_written_exactly() -> None:
+    from synthdeid.tabular.faithfulness_stage import accuracy_table
+
+    per_variable = {"radius": 0.75, "texture": None}
+    buckets = {"Perfect": 0.5, "Partial": 0.125}
+    assert accuracy_table(per_variable, 0.8125, buckets) == (
+        "| Variable | Accuracy |\n"
+        "|---|---|\n"
+        "| radius | 0.750 |\n"
+        "| texture | n/a |\n"
+        "| **Overall** | **0.812** |\n"
+        "\n"
+        "| Document accuracy bucket | Share of documents |\n"
+        "|---|---|\n"
+        "| Perfect | 50.0% |\n"
+        "| Partial | 12.5% |\n"
+    )
+    assert accuracy_table({"radius": None}, None, None).splitlines()[-1] == (
+        "| (no document with a judged variable) | n/a |"
+    )

@@ -37,8 +37,15 @@ from synthdeid.artifacts import (
 )
 from synthdeid.cli_types import input_dir, input_file, output_dir, positive_int
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.evaluation.report import number_or_na
 from synthdeid.notes import read_notes
+from synthdeid.reporting import (
+    NOT_AVAILABLE,
+    bounds_text,
+    interval_text,
+    markdown_table,
+    number_or_na,
+)
+from synthdeid.stats import wilson_interval
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +90,6 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 def read_samples(path: Path) -> tuple[list[str], dict[str, Any] | None]:
     """The samples' texts, and how many ended (EOS) and passed the template validator
     with Wilson intervals (None for a table without the ``finished``/``status`` columns)."""
-    from synthdeid.dplm.memorization import wilson_interval
     from synthdeid.dplm.sample_stage import ACCEPTED
 
     table, _ = read_parquet_with_provenance(path)
@@ -179,41 +185,58 @@ def quality_for(
 
 
 def quality_markdown(quality: dict[str, dict[str, Any]], real_distinct: dict[str, float]) -> str:
-    lines = [
-        "## Privacy and text quality",
-        "",
-        "| model | DP | epsilon | delta | noise multiplier | steps | held-out perplexity "
-        "| ended (EOS) | passed the validator "
-        "| distinct-1 | distinct-2 | distinct-3 | words, median [IQR] | KS vs real |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-
     def share(outcomes: dict[str, Any] | None, key: str) -> str:
         if outcomes is None:
-            return "n/a"
+            return NOT_AVAILABLE
         interval = outcomes[f"{key}_share"]
-        return (
-            f"{outcomes[key]} / {outcomes['samples']} "
-            f"[{interval['ci_lo']:.2f}, {interval['ci_hi']:.2f}]"
-        )
+        bounds = bounds_text(interval["ci_lo"], interval["ci_hi"], ".2f")
+        return f"{outcomes[key]} / {outcomes['samples']} [{bounds}]"
 
+    def distinct(values: dict[str, float]) -> list[str]:
+        return [f"{values[f'distinct_{n}']:.3f}" for n in DISTINCT_N]
+
+    def words(lengths: dict[str, Any]) -> str:
+        return interval_text(lengths["median"], lengths["q1"], lengths["q3"], ".0f")
+
+    rows = []
     for name, q in quality.items():
-        p, d, s = q["privacy"], q["distinct"], q["lengths"]["synthetic"]
-        o = q.get("outcomes")
-        lines.append(
-            f"| {name} | {'yes' if p['dp'] else 'no'} | {number_or_na(p['epsilon'], '.2f')} "
-            f"| {number_or_na(p['delta'], '.2e')} | {number_or_na(p['noise_multiplier'], '.3f')} | {p['steps']} "
-            f"| {q['perplexity']['perplexity']:.1f} | {share(o, 'ended')} | {share(o, 'accepted')} "
-            f"| {d['distinct_1']:.3f} | {d['distinct_2']:.3f} "
-            f"| {d['distinct_3']:.3f} | {s['median']:.0f} [{s['q1']:.0f}, {s['q3']:.0f}] "
-            f"| {q['lengths']['ks_statistic']:.3f} |"
+        p, o = q["privacy"], q.get("outcomes")
+        rows.append(
+            [
+                name,
+                "yes" if p["dp"] else "no",
+                number_or_na(p["epsilon"], ".2f"),
+                number_or_na(p["delta"], ".2e"),
+                number_or_na(p["noise_multiplier"], ".3f"),
+                str(p["steps"]),
+                f"{q['perplexity']['perplexity']:.1f}",
+                share(o, "ended"),
+                share(o, "accepted"),
+                *distinct(q["distinct"]),
+                words(q["lengths"]["synthetic"]),
+                f"{q['lengths']['ks_statistic']:.3f}",
+            ]
         )
-    exposures = {name: q["exposure"] for name, q in quality.items() if q.get("exposure")}
     real = next(iter(quality.values()))["lengths"]["real"]
-    lines.append(
-        f"| real held-out | | | | | | | | | {real_distinct['distinct_1']:.3f} "
-        f"| {real_distinct['distinct_2']:.3f} | {real_distinct['distinct_3']:.3f} "
-        f"| {real['median']:.0f} [{real['q1']:.0f}, {real['q3']:.0f}] | |"
+    rows.append(["real held-out", *([""] * 8), *distinct(real_distinct), words(real), ""])
+    exposures = {name: q["exposure"] for name, q in quality.items() if q.get("exposure")}
+    lines = ["## Privacy and text quality", ""]
+    lines += markdown_table(
+        [
+            "model",
+            "DP",
+            "epsilon",
+            "delta",
+            "noise multiplier",
+            "steps",
+            "held-out perplexity",
+            "ended (EOS)",
+            "passed the validator",
+            *(f"distinct-{n}" for n in DISTINCT_N),
+            "words, median [IQR]",
+            "KS vs real",
+        ],
+        rows,
     )
     lines += [
         "",
@@ -235,15 +258,21 @@ def quality_markdown(quality: dict[str, dict[str, Any]], real_distinct: dict[str
             f"nothing of the canaries scores {first['chance']:.2f} bits on average; one that "
             f"learnt a canary by heart scores {first['ceiling']:.2f} for it.",
             "",
-            "| model | mean exposure, bits [95% CI] | max | canaries above chance |",
-            "|---|---|---|---|",
         ]
-        for name, e in exposures.items():
-            above = sum(x > e["chance"] for x in e["exposures"])
-            lines.append(
-                f"| {name} | {e['mean']['estimate']:.2f} [{e['mean']['ci_lo']:.2f}, "
-                f"{e['mean']['ci_hi']:.2f}] | {e['maximum']:.2f} | {above} / {len(e['exposures'])} |"
-            )
+        lines += markdown_table(
+            ["model", "mean exposure, bits [95% CI]", "max", "canaries above chance"],
+            [
+                [
+                    name,
+                    interval_text(
+                        e["mean"]["estimate"], e["mean"]["ci_lo"], e["mean"]["ci_hi"], ".2f"
+                    ),
+                    f"{e['maximum']:.2f}",
+                    f"{sum(x > e['chance'] for x in e['exposures'])} / {len(e['exposures'])}",
+                ]
+                for name, e in exposures.items()
+            ],
+        )
         lines.append("")
     return "\n".join(lines)
 

@@ -49,16 +49,16 @@ from typing import Any
 
 import numpy as np
 
-from synthdeid.dplm.memorization import (
-    N_RESAMPLES,
-    SEED,
-    bootstrap_mean_interval,
-    interval_json,
-    wilson_interval,
-)
+from synthdeid.dplm.memorization import interval_json
 from synthdeid.dplm.rouge import RougeIndex
 from synthdeid.errors import ConfigError
-from synthdeid.evaluation.bootstrap import Interval
+from synthdeid.stats import (
+    N_RESAMPLES,
+    SEED,
+    Interval,
+    bootstrap_mean_interval,
+    wilson_interval,
+)
 
 log = logging.getLogger(__name__)
 

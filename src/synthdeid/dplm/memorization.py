@@ -26,7 +26,6 @@ that also carries the canary test of :mod:`synthdeid.dplm.canaries`) and
 from __future__ import annotations
 
 import logging
-import math
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
@@ -39,75 +38,25 @@ from tqdm import tqdm
 
 from synthdeid.dplm.rouge import RougeIndex
 from synthdeid.errors import ConfigError
-from synthdeid.evaluation.bootstrap import Interval, percentile_interval
 from synthdeid.evaluation.report import PALETTE, pyplot, save_figure
+from synthdeid.reporting import format_interval, interval_text, markdown_table
+from synthdeid.stats import (
+    CI_LEVEL,
+    N_RESAMPLES,
+    SEED,
+    Interval,
+    bootstrap_mean_interval,
+    quartiles,
+    wilson_interval,
+)
 
 if TYPE_CHECKING:
     from synthdeid.dplm.canaries import CanaryReport
 
 log = logging.getLogger(__name__)
 
-N_RESAMPLES = 2000
-SEED = 42
-CI_LEVEL = 0.95
 NEAR_THRESHOLD = 0.8
-_BOOTSTRAP_CHUNK_CELLS = 1 << 22  # resample draws held in memory at once
 _WHITESPACE = re.compile(r"\s+")
-
-
-def z_for_level(level: float = CI_LEVEL) -> float:
-    """Two-sided standard normal quantile: 1.959963984540054 for 0.95."""
-    if not 0 < level < 1:
-        raise ValueError(f"confidence level must be in (0, 1), got {level}")
-    from statistics import NormalDist
-
-    return NormalDist().inv_cdf(1 - (1 - level) / 2)
-
-
-def wilson_interval(successes: int, n: int, level: float = CI_LEVEL) -> Interval:
-    """Share ``successes / n`` with its Wilson score interval.
-
-    ``center = (p + z^2 / 2n) / (1 + z^2 / n)``, ``half = z * sqrt(p (1 - p) / n +
-    z^2 / 4n^2) / (1 + z^2 / n)``, interval ``center -/+ half`` clipped to [0, 1].
-    """
-    if n < 1:
-        raise ValueError(f"a Wilson interval needs n >= 1, got {n}")
-    if not 0 <= successes <= n:
-        raise ValueError(f"successes must be in [0, n={n}], got {successes}")
-    z = z_for_level(level)
-    p = successes / n
-    denominator = 1 + z * z / n
-    center = (p + z * z / (2 * n)) / denominator
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    # the bounds are exactly 0 at 0 successes and exactly 1 at n (no float residue)
-    lo = 0.0 if successes == 0 else max(0.0, center - half)
-    hi = 1.0 if successes == n else min(1.0, center + half)
-    return Interval(p, lo, hi)
-
-
-def bootstrap_mean_interval(
-    values: Sequence[float] | np.ndarray,
-    *,
-    resamples: int = N_RESAMPLES,
-    seed: int = SEED,
-    level: float = CI_LEVEL,
-) -> Interval:
-    """Mean of ``values`` with a percentile bootstrap interval (resampling the values)."""
-    data = np.asarray(values, dtype=np.float64)
-    if data.size == 0:
-        raise ValueError("the bootstrap needs at least one value")
-    if resamples < 1:
-        raise ValueError(f"resamples must be positive, got {resamples}")
-    rng = np.random.default_rng(seed)
-    n = data.size
-    chunk = max(1, _BOOTSTRAP_CHUNK_CELLS // n)
-    means = np.empty(resamples, dtype=np.float64)
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        drawn = rng.integers(0, n, size=(stop - start, n))
-        means[start:stop] = data[drawn].mean(axis=1)
-    lo, hi = percentile_interval(means, level)
-    return Interval(float(data.mean()), lo, hi)
 
 
 def interval_json(interval: Interval) -> dict[str, float]:
@@ -240,7 +189,7 @@ def memorization_audit(
     n = len(values)
     n_exact = sum(i >= 0 for i in exact)
     n_near = int((values >= near_threshold).sum())
-    q1, median, q3 = (float(q) for q in np.percentile(values, [25, 50, 75]))
+    q1, median, q3 = quartiles(values)
     summary = AuditSummary(
         n_samples=n,
         n_training=len(training),
@@ -332,16 +281,6 @@ def compare_audits(audits: Mapping[str, MemorizationAudit]) -> list[dict[str, An
     return rows
 
 
-def _ci(interval: Interval, digits: int = 3) -> str:
-    return f"{interval.estimate:.{digits}f} [{interval.lo:.{digits}f}, {interval.hi:.{digits}f}]"
-
-
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return lines
-
-
 def audit_markdown(
     audits: Mapping[str, MemorizationAudit],
     canaries: Mapping[str, CanaryReport] | None = None,
@@ -370,7 +309,7 @@ def audit_markdown(
         f"bootstrap intervals over samples; shares with 95% Wilson intervals.",
         "",
     ]
-    lines += _table(
+    lines += markdown_table(
         [
             "model",
             "samples",
@@ -384,11 +323,11 @@ def audit_markdown(
             [
                 model,
                 str(a.summary.n_samples),
-                _ci(a.summary.mean),
-                f"{a.summary.median:.3f} [{a.summary.q1:.3f}-{a.summary.q3:.3f}]",
+                format_interval(a.summary.mean),
+                interval_text(a.summary.median, a.summary.q1, a.summary.q3, sep="-"),
                 f"{a.summary.min:.3f} - {a.summary.max:.3f}",
-                f"{a.summary.n_exact_duplicates} ({_ci(a.summary.exact_share)})",
-                f"{a.summary.n_near_duplicates} ({_ci(a.summary.near_share)})",
+                f"{a.summary.n_exact_duplicates} ({format_interval(a.summary.exact_share)})",
+                f"{a.summary.n_near_duplicates} ({format_interval(a.summary.near_share)})",
             ]
             for model, a in audits.items()
         ],
@@ -410,7 +349,7 @@ def audit_markdown(
             f"shares with 95% Wilson intervals (over canaries, over samples).",
             "",
         ]
-        lines += _table(
+        lines += markdown_table(
             [
                 "model",
                 "samples",
@@ -423,11 +362,11 @@ def audit_markdown(
                 [
                     model,
                     str(r.n_samples),
-                    _ci(r.mean_best_rouge_l),
+                    format_interval(r.mean_best_rouge_l),
                     f"{r.max_best_rouge_l:.3f}",
-                    f"{r.n_canaries_reproduced}/{r.n_canaries} ({_ci(r.canaries_reproduced)})",
+                    f"{r.n_canaries_reproduced}/{r.n_canaries} ({format_interval(r.canaries_reproduced)})",
                     f"{r.n_samples_reproducing_any}/{r.n_samples} "
-                    f"({_ci(r.samples_reproducing_any)})",
+                    f"({format_interval(r.samples_reproducing_any)})",
                 ]
                 for model, r in canaries.items()
             ],
@@ -436,7 +375,7 @@ def audit_markdown(
         by_id = [{row.canary_id: row for row in canaries[m].rows} for m in models]
         ids = [row.canary_id for row in reports[0].rows]
         lines += [""]
-        lines += _table(
+        lines += markdown_table(
             ["canary"]
             + [f"{m}: best ROUGE-L (sample)" for m in models]
             + [f"{m}: samples reproducing" for m in models],

@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from synthdeid.stats import quartiles
+
 log = logging.getLogger(__name__)
 
 
@@ -54,7 +56,7 @@ def length_summary(texts: Iterable[str]) -> dict[str, Any]:
     counts = word_counts(texts)
     if counts.size == 0:
         return dict.fromkeys(("mean", "median", "q1", "q3", "min", "max"), None) | {"n": 0}
-    q1, median, q3 = (float(q) for q in np.percentile(counts, [25, 50, 75]))
+    q1, median, q3 = quartiles(counts)
     return {
         "n": int(counts.size),
         "mean": float(counts.mean()),

@@ -16,7 +16,7 @@ arms are scored on the same draw) and, independently, the training seeds of
 each arm with replacement; the statistic is the difference of the two
 seed means. When both arms have the same seeds, one seed draw serves both
 (seed s of one arm is paired with seed s of the other). Its interval and its
-two-sided p (from sign changes, as in :func:`~synthdeid.evaluation.bootstrap.p_value`)
+two-sided p (from sign changes, :func:`synthdeid.stats.p_value`)
 therefore carry both sources of variance. A t-test over 3 seeds would ignore
 the test notes' sampling and have 2 degrees of freedom; the document bootstrap
 alone would ignore training noise (Bouthillier et al. 2021 resample both).
@@ -32,27 +32,22 @@ resamples on which it is undefined are skipped, as in
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
-from synthdeid.evaluation.bootstrap import (
+from synthdeid.evaluation.bootstrap import resampled_sums
+from synthdeid.evaluation.metrics import CountTable, headline_ratios, table_headline
+from synthdeid.stats import (
     ALPHA,
     CI_LEVEL,
-    bonferroni,
-    is_significant,
-    p_value,
-    percentile_interval,
-    resampled_sums,
-)
-from synthdeid.evaluation.metrics import (
-    CountTable,
     defined_or_none,
-    headline_ratios,
-    table_headline,
+    difference_test,
+    percentile_interval,
+    resample_indices,
+    sample_sd,
+    t_interval,
 )
 
 ARM_METRICS: tuple[str, ...] = (
@@ -129,9 +124,8 @@ def seed_statistics(
     mean = float(array.mean())
     if array.size < 2 or np.isnan(mean):
         return mean, None, None, None
-    sd = float(array.std(ddof=1))
-    half = float(stats.t.ppf(0.5 + level / 2, df=array.size - 1)) * sd / math.sqrt(array.size)
-    return mean, sd, mean - half, mean + half
+    interval = t_interval(array, level)
+    return mean, sample_sd(array), interval.lo, interval.hi
 
 
 @dataclass(frozen=True)
@@ -163,11 +157,6 @@ def summarize_arm(
         ci_lo, ci_hi = percentile_interval(per_resample(scores, metric).mean(axis=0))
         out[metric] = ArmMetric(mean, sd, t_lo, t_hi, ci_lo, ci_hi)
     return ArmSummary(arm, tuple(runs), out)
-
-
-def seed_draws(k: int, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Seed indices drawn with replacement, ``k`` per resample (resamples x k)."""
-    return rng.integers(0, k, size=(n_resamples, k))
 
 
 def drawn_mean(values: np.ndarray, draws: np.ndarray) -> np.ndarray:
@@ -203,12 +192,9 @@ def arm_paired_test(
     rng = np.random.default_rng(rng_seed)
     n = values_a.shape[1]
     paired = seeds is not None and list(seeds) == list(reference_seeds or []) and None not in seeds
-    draws_a = seed_draws(len(a), n, rng)
-    draws_r = draws_a if paired else seed_draws(len(r), n, rng)
+    draws_a = resample_indices(rng, len(a), n)
+    draws_r = draws_a if paired else resample_indices(rng, len(r), n)
     diffs = drawn_mean(values_a, draws_a) - drawn_mean(values_r, draws_r)
-    lo, hi = percentile_interval(diffs)
-    p = p_value(observed, diffs)
-    p_adjusted = bonferroni(p, m)
     return ArmTest(
         arm=arm,
         reference=reference,
@@ -216,11 +202,6 @@ def arm_paired_test(
         seeds=len(a),
         reference_seeds=len(r),
         seeds_paired=paired,
-        diff=observed,
-        diff_lo=lo,
-        diff_hi=hi,
-        p=p,
-        p_bonferroni=p_adjusted,
         m=m,
-        significant=is_significant(p_adjusted, alpha),
+        **difference_test(observed, diffs, m=m, alpha=alpha),
     )

@@ -26,6 +26,9 @@ the observed difference is positive (``>= 0`` when negative; 1.0 when it is
 0). Bonferroni: ``p_bonferroni = min(1, p * m)`` with ``m`` the number of
 labels with gold support; the ALL row gets the same correction (conservative);
 a row is significant when ``p_bonferroni < alpha`` (i.e. ``p < alpha / m``).
+
+The generic pieces (``W``, percentile intervals, p-values, Bonferroni) are
+those of :mod:`synthdeid.stats`; this module scores count tables with them.
 """
 
 from __future__ import annotations
@@ -40,41 +43,22 @@ from synthdeid.evaluation.metrics import (
     LABEL_RATIOS,
     CountTable,
     column_name,
-    defined_or_none,
     headline_ratios,
     label_ratios,
     table_headline,
     table_per_label,
 )
+from synthdeid.stats import (
+    ALPHA,
+    N_RESAMPLES,
+    SEED,
+    Interval,
+    difference_test,
+    percentile_interval,
+    resample_weights,
+)
 
 log = logging.getLogger(__name__)
-
-N_RESAMPLES = 2000
-SEED = 42
-CI_LEVEL = 0.95
-ALPHA = 0.05
-TOLERANCE = 1e-12  # differences this small count as zero (float noise in F1 etc.)
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A point estimate with its percentile bootstrap interval (NaN where undefined)."""
-
-    estimate: float
-    lo: float
-    hi: float
-
-    @property
-    def defined(self) -> bool:
-        return not np.isnan(self.estimate)
-
-    def as_dict(self) -> dict[str, float | None]:
-        """Estimate and bounds, None (JSON null, an empty CSV cell) where undefined."""
-        return {
-            "estimate": defined_or_none(self.estimate),
-            "ci_lo": defined_or_none(self.lo),
-            "ci_hi": defined_or_none(self.hi),
-        }
 
 
 @dataclass(frozen=True)
@@ -117,19 +101,6 @@ class PairedTestResult:
     rows: list[PairedTest]  # labels with support, then ALL
 
 
-def resample_weights(n_docs: int, n_resamples: int = N_RESAMPLES, seed: int = SEED) -> np.ndarray:
-    """``W``: how often each document is drawn in each resample (resamples x documents)."""
-    if n_docs < 1:
-        raise ValueError("the bootstrap needs at least one document")
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
-    rng = np.random.default_rng(seed)
-    drawn = rng.integers(0, n_docs, size=(n_resamples, n_docs), dtype=np.int64)
-    offsets = np.arange(n_resamples, dtype=np.int64)[:, None] * n_docs
-    counts = np.bincount((drawn + offsets).ravel(), minlength=n_resamples * n_docs)
-    return counts.reshape(n_resamples, n_docs).astype(np.int32)
-
-
 def resampled_sums(table: CountTable, weights: np.ndarray) -> np.ndarray:
     """Column sums of every resample: ``W @ counts`` (resamples x columns)."""
     if weights.shape[1] != len(table.note_ids):
@@ -138,17 +109,6 @@ def resampled_sums(table: CountTable, weights: np.ndarray) -> np.ndarray:
         )
     # float64 BLAS is exact for integer sums below 2**53
     return weights.astype(np.float64) @ table.values.astype(np.float64)
-
-
-def percentile_interval(samples: np.ndarray, level: float = CI_LEVEL) -> tuple[float, float]:
-    """Percentile interval over the defined (non-NaN) samples; NaN bounds when there is none."""
-    values = np.asarray(samples, dtype=float)
-    values = values[~np.isnan(values)]
-    if values.size == 0:
-        return float("nan"), float("nan")
-    tail = (1 - level) / 2 * 100
-    lo, hi = np.percentile(values, [tail, 100 - tail])
-    return float(lo), float(hi)
 
 
 def get_weights(n_docs: int, n_resamples: int, seed: int, weights: np.ndarray | None) -> np.ndarray:
@@ -228,34 +188,6 @@ def check_same_documents(system: CountTable, reference: CountTable) -> None:
         )
 
 
-def p_value(observed: float, samples: np.ndarray) -> float:
-    """Two-sided p from sign changes of the defined resampled differences.
-
-    NaN (no p) when the observed difference is undefined, or when no
-    resampled difference is defined.
-    """
-    values = np.asarray(samples, dtype=float)
-    values = values[~np.isnan(values)]
-    if np.isnan(observed) or values.size == 0:
-        return float("nan")
-    if abs(observed) <= TOLERANCE:
-        return 1.0
-    changed = values <= TOLERANCE if observed > 0 else values >= -TOLERANCE
-    return float(min(1.0, 2.0 * float(np.mean(changed))))
-
-
-def bonferroni(p: float, m: int) -> float:
-    """``min(1, p * m)``; NaN stays NaN (a test without a p-value)."""
-    if np.isnan(p):
-        return float("nan")
-    return float(min(1.0, p * max(m, 1)))
-
-
-def is_significant(p_adjusted: float, alpha: float) -> bool:
-    """``p_adjusted < alpha``; never for an undefined p."""
-    return bool(not np.isnan(p_adjusted) and p_adjusted < alpha)
-
-
 def paired_bootstrap_test(
     system: CountTable,
     reference: CountTable,
@@ -289,22 +221,13 @@ def paired_bootstrap_test(
             label_ratios(sums_s, system.index, label)[metric]
             - label_ratios(sums_r, reference.index, label)[metric]
         )
-        observed = obs_s - obs_r
-        lo, hi = percentile_interval(diffs)
-        p = p_value(observed, diffs)
-        p_adj = bonferroni(p, m)
         rows.append(
             PairedTest(
                 label=label,
                 support=int(totals_r[reference.index[column_name(label, "gold")]]),
                 system=obs_s,
                 reference=obs_r,
-                diff=observed,
-                diff_lo=lo,
-                diff_hi=hi,
-                p=p,
-                p_bonferroni=p_adj,
-                significant=is_significant(p_adj, alpha),
+                **difference_test(obs_s - obs_r, diffs, m=m, alpha=alpha),
             )
         )
     return PairedTestResult(

@@ -45,38 +45,44 @@ from synthdeid.evaluation.arms import (
     summarize_arm,
 )
 from synthdeid.evaluation.bootstrap import (
-    ALPHA,
-    N_RESAMPLES,
-    SEED,
     BootstrapResult,
-    Interval,
     PairedTestResult,
     bootstrap_metrics,
     check_same_documents,
     paired_bootstrap_test,
-    resample_weights,
 )
 from synthdeid.evaluation.cross_corpus import parse_cells, write_cross_corpus
 from synthdeid.evaluation.metrics import DEFINITIONS, LABEL_RATIOS, CountTable, order_labels
 from synthdeid.evaluation.report import (
     METRIC_LABELS,
-    NOT_AVAILABLE,
     PALETTE,
     PER_DOCUMENT,
     error_bars,
-    format_interval,
-    is_undefined,
     mark_undefined,
-    markdown_table,
-    number_or_na,
     pyplot,
     read_per_document,
     save_figure,
-    undefined_to_none,
     write_csv,
     write_html,
 )
 from synthdeid.ner.sweeps import training_seed_of
+from synthdeid.reporting import (
+    NOT_AVAILABLE,
+    bounds_text,
+    format_interval,
+    interval_text,
+    markdown_table,
+    number_or_na,
+    undefined_to_none,
+)
+from synthdeid.stats import (
+    ALPHA,
+    N_RESAMPLES,
+    SEED,
+    Interval,
+    is_undefined,
+    resample_weights,
+)
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +266,7 @@ def tests_markdown(rows: list[dict[str, Any]], metric: str, reference: str) -> s
                 str(r["support"]),
                 number_or_na(r["run_value"]),
                 number_or_na(r["reference_value"]),
-                difference_text(r["diff"], r["diff_lo"], r["diff_hi"]),
+                interval_text(r["diff"], r["diff_lo"], r["diff_hi"], "+.3f"),
                 number_or_na(r["p"], ".4f"),
                 number_or_na(r["p_bonferroni"], ".4f"),
                 "yes" if r["significant"] else "no",
@@ -269,14 +275,6 @@ def tests_markdown(rows: list[dict[str, Any]], metric: str, reference: str) -> s
         ],
     )
     return "\n".join([*lines, ""])
-
-
-def difference_text(diff: float | None, lo: float | None, hi: float | None) -> str:
-    """``+0.120 [+0.050, +0.190]``; n/a where the difference or its interval is undefined."""
-    if is_undefined(diff):
-        return NOT_AVAILABLE
-    bounds = NOT_AVAILABLE if is_undefined(lo) or is_undefined(hi) else f"{lo:+.3f}, {hi:+.3f}"
-    return f"{diff:+.3f} [{bounds}]"
 
 
 # the two leakage variants of the leakage panel: metric, legend label, colour, marker
@@ -461,16 +459,13 @@ def format_seed_spread(value: ArmMetric) -> str:
         return NOT_AVAILABLE
     if value.sd is None or value.t_lo is None or value.t_hi is None:
         return f"{value.mean:.3f} (SD {NOT_AVAILABLE})"
-    return f"{value.mean:.3f} +- {value.sd:.3f} [{value.t_lo:.3f}, {value.t_hi:.3f}]"
+    return f"{value.mean:.3f} +- {value.sd:.3f} [{bounds_text(value.t_lo, value.t_hi)}]"
 
 
 def format_arm_cell(value: ArmMetric) -> str:
     """The seed spread, then the document interval of the mean (n/a where undefined)."""
-    interval = (
-        NOT_AVAILABLE
-        if is_undefined(value.ci_lo) or is_undefined(value.ci_hi)
-        else f"[{value.ci_lo:.3f}, {value.ci_hi:.3f}]"
-    )
+    bounds = bounds_text(value.ci_lo, value.ci_hi)
+    interval = bounds if bounds == NOT_AVAILABLE else f"[{bounds}]"
     return f"{format_seed_spread(value)}; CI {interval}"
 
 
@@ -506,7 +501,7 @@ def arms_markdown(
                     t.arm,
                     t.metric,
                     f"{t.seeds} vs {t.reference_seeds}" + (" (paired)" if t.seeds_paired else ""),
-                    difference_text(t.diff, t.diff_lo, t.diff_hi),
+                    interval_text(t.diff, t.diff_lo, t.diff_hi, "+.3f"),
                     number_or_na(t.p, ".4f"),
                     number_or_na(t.p_bonferroni, ".4f"),
                     "yes" if t.significant else "no",

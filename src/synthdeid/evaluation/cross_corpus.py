@@ -25,26 +25,21 @@ import numpy as np
 
 from synthdeid.artifacts import atomic_text
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.evaluation.bootstrap import (
-    Interval,
-    bootstrap_metrics,
-    check_same_documents,
-    resample_weights,
-)
+from synthdeid.evaluation.bootstrap import bootstrap_metrics, check_same_documents
 from synthdeid.evaluation.metrics import CountTable, order_labels
 from synthdeid.evaluation.report import (
     METRIC_LABELS,
     PER_DOCUMENT,
     SERIES_COLORS,
     error_bars,
-    format_interval,
     mark_undefined,
-    markdown_table,
     pyplot,
     read_per_document,
     save_figure,
     write_csv,
 )
+from synthdeid.reporting import format_interval, markdown_table
+from synthdeid.stats import Interval, resample_weights
 
 # the headline figures of the table, safety first: recall, label-agnostic and
 # label-consistent document leakage, then precision and span-overlap F1

@@ -318,14 +318,6 @@ def f1(p: np.ndarray, r: np.ndarray) -> np.ndarray:
     return np.where((p_known & r_known) | one_sided_zero, harmonic, np.nan)
 
 
-def defined_or_none(value: float | None) -> float | None:
-    """``value`` as a float, or None where it is undefined (None or NaN): JSON's null."""
-    if value is None:
-        return None
-    value = float(value)
-    return None if np.isnan(value) else value
-
-
 def label_ratios(sums: np.ndarray, index: Mapping[str, int], label: str) -> dict[str, np.ndarray]:
     """Every ratio in :data:`LABEL_RATIOS` (plus ``support``, ``n_predicted``) for one label.
 

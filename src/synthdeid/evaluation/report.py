@@ -8,10 +8,10 @@ atomically.
 
 Shared by all figure and table code: :func:`pyplot` (a headless matplotlib
 whose colour cycle is :data:`SERIES_COLORS`), the one colour-blind-safe
-palette (:data:`PALETTE`, Okabe and Ito), :func:`number_or_na` and
-:func:`format_interval` (n/a for undefined figures, never 0),
-:func:`markdown_to_html` (a table page a Snakemake report shows inline),
-:func:`save_figure` and :func:`write_csv`.
+palette (:data:`PALETTE`, Okabe and Ito), :func:`markdown_to_html` (a table
+page a Snakemake report shows inline), :func:`save_figure` and
+:func:`write_csv`. The text of the tables (n/a, intervals, Markdown) is
+:mod:`synthdeid.reporting`'s.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import csv
 import html
-import math
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,7 +35,7 @@ from synthdeid.artifacts import (
     write_parquet_atomic,
 )
 from synthdeid.errors import InputError
-from synthdeid.evaluation.bootstrap import BootstrapResult, Interval
+from synthdeid.evaluation.bootstrap import BootstrapResult
 from synthdeid.evaluation.metrics import (
     ALL,
     DEFINITIONS,
@@ -47,13 +46,14 @@ from synthdeid.evaluation.metrics import (
     split_column,
     table_columns,
 )
+from synthdeid.reporting import NOT_AVAILABLE, format_interval, markdown_table
+from synthdeid.stats import Interval, is_undefined
 
 METRICS_JSON = "metrics.json"
 METRICS_MD = "metrics.md"
 METRICS_HTML = "metrics.html"
 METRICS_CSV = "metrics.csv"
 PER_DOCUMENT = "per_document.parquet"
-NOT_AVAILABLE = "n/a"  # written where a figure is undefined (never 0)
 RECALL_FIGURE = "per_label_recall.png"
 OUTPUTS: tuple[str, ...] = (
     METRICS_JSON,
@@ -193,33 +193,6 @@ def metrics_document(
     }
 
 
-def is_undefined(value: float | None) -> bool:
-    """True for None and NaN: a figure whose denominator was empty."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def number_or_na(value: float | None, spec: str = ".3f") -> str:
-    """A figure formatted by ``spec``, or n/a where it is undefined (None or NaN)."""
-    return NOT_AVAILABLE if value is None or math.isnan(value) else format(value, spec)
-
-
-def format_interval(interval: Interval, spec: str = ".3f") -> str:
-    """``0.812 [0.790, 0.833]``; n/a for an undefined estimate or interval."""
-    if is_undefined(interval.estimate):
-        return NOT_AVAILABLE
-    bounds = (
-        NOT_AVAILABLE
-        if is_undefined(interval.lo)
-        else f"{interval.lo:{spec}}, {interval.hi:{spec}}"
-    )
-    return f"{interval.estimate:{spec}} [{bounds}]"
-
-
-def undefined_to_none(row: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``row`` with NaN values as None (JSON null, an empty CSV cell)."""
-    return {key: None if is_undefined(value) else value for key, value in row.items()}
-
-
 def markdown_to_html(markdown: str, title: str, images: Mapping[str, Path] | None = None) -> str:
     """A standalone HTML page of Markdown with tables (CommonMark + GFM tables).
 
@@ -252,15 +225,6 @@ def write_html(markdown: str, title: str, path: Path) -> None:
     """Write ``markdown`` as a standalone HTML page (:func:`markdown_to_html`), atomically."""
     with atomic_text(path) as handle:
         handle.write(markdown_to_html(markdown, title))
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """A Markdown table; ``|`` inside cells is escaped."""
-
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
-
-    return [line(header), "|" + "---|" * len(header), *(line(row) for row in rows)]
 
 
 def metrics_markdown(run: str, result: BootstrapResult) -> str:

@@ -28,18 +28,23 @@ from synthdeid.cli_types import input_file, named_input_file, output_dir
 from synthdeid.errors import InputError
 from synthdeid.evaluation.arms import ARM_METRICS
 from synthdeid.evaluation.report import (
-    NOT_AVAILABLE,
     PALETTE,
-    is_undefined,
     mark_undefined,
-    markdown_table,
-    number_or_na,
     pyplot,
     save_figure,
     write_csv,
     write_html,
 )
 from synthdeid.ner.mixture_stage import read_mixture_summary
+from synthdeid.reporting import (
+    NOT_AVAILABLE,
+    bounds_text,
+    interval_text,
+    markdown_table,
+    number_or_na,
+    percent,
+)
+from synthdeid.stats import is_undefined
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +160,7 @@ def metric_cell(row: dict[str, Any], metric: str) -> str:
         return NOT_AVAILABLE
     sd = row[f"{metric}_sd"]
     spread = f" +- {sd:.3f}" if not is_undefined(sd) else ""
-    lo, hi = row[f"{metric}_ci_lo"], row[f"{metric}_ci_hi"]
-    interval = NOT_AVAILABLE if is_undefined(lo) or is_undefined(hi) else f"{lo:.3f}, {hi:.3f}"
-    return f"{mean:.3f}{spread} [{interval}]"
+    return f"{mean:.3f}{spread} [{bounds_text(row[f'{metric}_ci_lo'], row[f'{metric}_ci_hi'])}]"
 
 
 def p_text(p: float | None, n_resamples: int) -> str:
@@ -174,8 +177,8 @@ def delta_cell(row: dict[str, Any], metric: str, n_resamples: int) -> str:
     if is_undefined(diff):
         return NOT_AVAILABLE
     mark = " *" if row[f"{metric}_significant"] else ""
-    interval = NOT_AVAILABLE if is_undefined(lo) or is_undefined(hi) else f"{lo:+.3f}, {hi:+.3f}"
-    return f"{diff:+.3f} [{interval}] {p_text(row[f'{metric}_p_bonferroni'], n_resamples)}{mark}"
+    p = p_text(row[f"{metric}_p_bonferroni"], n_resamples)
+    return f"{interval_text(diff, lo, hi, '+.3f')} {p}{mark}"
 
 
 def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title: str) -> str:
@@ -203,7 +206,7 @@ def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title
                 row["arm"] + (" (reference)" if row["reference"] else ""),
                 str(row["seeds"]),
                 number_or_na(row["train_notes"], ".0f"),
-                number_or_na(row["synthetic_share"], ".1%"),
+                percent(row["synthetic_share"]),
                 number_or_na(row["epsilon"], ".2f"),
                 *(metric_cell(row, m) for m in ARM_METRICS),
                 *(delta_cell(row, m, comparison["n_resamples"]) for m in FOREST_METRICS),

@@ -9,6 +9,7 @@ from synthdeid.artifacts import atomic_directory
 from synthdeid.ner.ensemble import EnsembleTagger
 from synthdeid.ner.model_card import CARD_FILE, decoding_lines
 from synthdeid.ner.operating_point import OperatingPoint
+from synthdeid.reporting import markdown_table
 
 
 def ensemble_card(
@@ -31,12 +32,13 @@ def ensemble_card(
         "paths below point (relative to this directory).",
         "",
         "## Members",
-        "| member | directory | its O threshold |",
-        "|---|---|---|",
-    ]
-    lines += [
-        f"| {name} | `{path}` | {member.settings.o_threshold} |"
-        for (name, member), path in zip(tagger.members, member_paths, strict=True)
+        *markdown_table(
+            ["member", "directory", "its O threshold"],
+            [
+                [name, f"`{path}`", str(member.settings.o_threshold)]
+                for (name, member), path in zip(tagger.members, member_paths, strict=True)
+            ],
+        ),
     ]
     lines += [
         "",

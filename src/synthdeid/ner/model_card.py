@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import atomic_directory
-from synthdeid.evaluation.report import number_or_na
 from synthdeid.ner.model import NerSettings
 from synthdeid.ner.training import TrainingConfig, TrainingResult
+from synthdeid.reporting import markdown_table, number_or_na
 
 HISTORY_FILE = "training_history.json"
 CARD_FILE = "README.md"
@@ -29,6 +29,14 @@ CARD_METRICS = (
 )
 
 
+def card_metrics_table(values: Mapping[str, float]) -> list[str]:
+    """The :data:`CARD_METRICS` of ``values`` as a two-column table (n/a where undefined)."""
+    return markdown_table(
+        ["metric", "value"],
+        [[label, number_or_na(values[key], ".4f")] for key, label in CARD_METRICS],
+    )
+
+
 def decoding_lines(settings: NerSettings, validation: Mapping[str, float]) -> list[str]:
     """The end of a card's operating-point section, and the validation figures at it."""
     return [
@@ -36,9 +44,7 @@ def decoding_lines(settings: NerSettings, validation: Mapping[str, float]) -> li
         f"- initials before predicted names: {settings.initials}",
         "",
         "## Validation metrics at the operating point",
-        "| metric | value |",
-        "|---|---|",
-        *[f"| {label} | {number_or_na(validation[key], '.4f')} |" for key, label in CARD_METRICS],
+        *card_metrics_table(validation),
     ]
 
 

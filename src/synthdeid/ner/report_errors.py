@@ -49,6 +49,7 @@ from synthdeid.evaluation.matching import intersection
 from synthdeid.local_only import LOCAL_ONLY_METADATA, is_local_path
 from synthdeid.notes import Note, Span, read_notes
 from synthdeid.split import PARTS
+from synthdeid.stats import quartiles
 
 log = logging.getLogger(__name__)
 
@@ -168,8 +169,8 @@ def quantiles(values: Sequence[float | None]) -> dict[str, float | None]:
     defined = np.array([v for v in values if v is not None], dtype=float)
     if defined.size == 0:
         return {"n": 0, "q25": None, "median": None, "q75": None}
-    q25, median, q75 = np.quantile(defined, [0.25, 0.5, 0.75])
-    return {"n": int(defined.size), "q25": float(q25), "median": float(median), "q75": float(q75)}
+    q25, median, q75 = quartiles(defined)
+    return {"n": int(defined.size), "q25": q25, "median": median, "q75": q75}
 
 
 def summarize(errors: Sequence[SpanError], notes: Sequence[Note]) -> dict[str, Any]:

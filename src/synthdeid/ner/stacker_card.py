@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import atomic_directory
-from synthdeid.evaluation.report import number_or_na
 from synthdeid.ner.lexicons import LEXICONS, lexicon
-from synthdeid.ner.model_card import CARD_FILE, CARD_METRICS, decoding_lines
+from synthdeid.ner.model_card import CARD_FILE, card_metrics_table, decoding_lines
 from synthdeid.ner.operating_point import OperatingPoint
 from synthdeid.ner.stacker import StackedTagger, StackerFit, relative_base
+from synthdeid.reporting import markdown_table, number_or_na
 
 
 def stacker_card(
@@ -25,6 +25,7 @@ def stacker_card(
 ) -> str:
     settings = tagger.settings
     record = fit.record
+    coefficients = tagger.stacker.coefficients()
     lines = [
         "---",
         "tags: [de-identification, clinical, synthdeid, lexicons]",
@@ -38,13 +39,18 @@ def stacker_card(
         f"keep its directory where `{base_path}` points (relative to this directory).",
         "",
         "## Lexicons",
-        "| lexicon | entries | sources | licence |",
-        "|---|---|---|---|",
-    ]
-    lines += [
-        f"| {name} | {len(lexicon(name))} | {'; '.join(LEXICONS[name].sources)} | "
-        f"{LEXICONS[name].licence} |"
-        for name in tagger.stacker.lexicons
+        *markdown_table(
+            ["lexicon", "entries", "sources", "licence"],
+            [
+                [
+                    name,
+                    str(len(lexicon(name))),
+                    "; ".join(LEXICONS[name].sources),
+                    LEXICONS[name].licence,
+                ]
+                for name in tagger.stacker.lexicons
+            ],
+        ),
     ]
     lines += [
         "",
@@ -61,13 +67,13 @@ def stacker_card(
         f"- held-out log loss of P(PHI): {number_or_na(record['cv_log_loss'], '.4f')} stacked, "
         f"{number_or_na(record['base_log_loss'], '.4f')} the base model's own",
         "",
-        "| feature | weight |",
-        "|---|---|",
-        *(
-            f"| `{name}` | {weight:+.3f} |"
-            for name, weight in tagger.stacker.coefficients().items()
+        *markdown_table(
+            ["feature", "weight"],
+            [
+                *([f"`{name}`", f"{weight:+.3f}"] for name, weight in coefficients.items()),
+                ["intercept", f"{tagger.stacker.intercept:+.3f}"],
+            ],
         ),
-        f"| intercept | {tagger.stacker.intercept:+.3f} |",
         "",
         "## Operating point",
         "- chosen on the development notes' out-of-fold stacked probabilities",
@@ -76,12 +82,7 @@ def stacker_card(
         *decoding_lines(settings, point.chosen),
         "",
         "## The base alone on the same development notes (its own threshold)",
-        "| metric | value |",
-        "|---|---|",
-        *[
-            f"| {label} | {number_or_na(base_development[key], '.4f')} |"
-            for key, label in CARD_METRICS
-        ],
+        *card_metrics_table(base_development),
         "",
         "## Limitations",
         "- Lexicons list US names and places; names and places outside them get no help, and "

@@ -38,16 +38,11 @@ from scipy import linalg
 
 from synthdeid.artifacts import atomic_text, write_json_atomic
 from synthdeid.embeddings import SentenceEncoder
-from synthdeid.evaluation.report import (
-    PALETTE,
-    markdown_table,
-    markdown_to_html,
-    pyplot,
-    save_figure,
-    write_csv,
-)
+from synthdeid.evaluation.report import PALETTE, markdown_to_html, pyplot, save_figure, write_csv
 from synthdeid.labels import CANONICAL_LABELS, COARSE_LABELS, coarse_view
 from synthdeid.notes import Note
+from synthdeid.reporting import markdown_table, percent
+from synthdeid.stats import quartiles as sample_quartiles
 
 DIAGNOSTICS_JSON = "diagnostics.json"
 DIAGNOSTICS_MD = "diagnostics.md"
@@ -106,8 +101,8 @@ def quartiles(values: Sequence[float]) -> dict[str, float]:
     """Median and interquartile range (numpy linear percentiles); NaN when empty."""
     if len(values) == 0:
         return {"median": math.nan, "q1": math.nan, "q3": math.nan}
-    q1, median, q3 = np.percentile(np.asarray(values, dtype=float), [25, 50, 75])
-    return {"median": float(median), "q1": float(q1), "q3": float(q3)}
+    q1, median, q3 = sample_quartiles(values)
+    return {"median": median, "q1": q1, "q3": q3}
 
 
 def _share(count: int, total: int) -> float:
@@ -372,7 +367,7 @@ def _number(value: float, decimals: int = 1) -> str:
 
 
 def _percent(share: float) -> str:
-    return "n/a" if share is None or not math.isfinite(share) else f"{100 * share:.1f}"
+    return percent(share, sign="")
 
 
 def _median_iqr(q: Mapping[str, float]) -> str:

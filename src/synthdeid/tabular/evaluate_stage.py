@@ -18,7 +18,6 @@ import csv
 import io
 import json
 import logging
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,15 +30,10 @@ from tqdm.auto import tqdm
 from synthdeid.artifacts import atomic_text, make_provenance, write_json_atomic
 from synthdeid.cli_types import input_file, named_input_file, output_dir
 from synthdeid.errors import ConfigError
-from synthdeid.evaluation.report import (
-    NOT_AVAILABLE,
-    PALETTE,
-    mark_undefined,
-    pyplot,
-    save_figure,
-    write_html,
-)
+from synthdeid.evaluation.report import PALETTE, mark_undefined, pyplot, save_figure, write_html
+from synthdeid.reporting import NOT_AVAILABLE, markdown_table, percent, undefined_to_none
 from synthdeid.settings import settings_from_mapping
+from synthdeid.stats import is_undefined
 from synthdeid.tabular.metrics import (
     fidelity,
     identical_match_share,
@@ -163,30 +157,26 @@ def score_sample(
 
 def spread(values: list[float]) -> dict[str, float | None]:
     """Mean, std, min, max and n over samples; undefined figures (std of one) as None (JSON null)."""
-    return {
-        k: None if isinstance(v, float) and math.isnan(v) else v
-        for k, v in summarize_samples(values).items()
-    }
+    return undefined_to_none(summarize_samples(values))
 
 
 def _number(value: float, key: str) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if is_undefined(value):
         return "-"
-    return f"{100 * value:.2f}%" if key in PERCENT else f"{value:.3f}"
+    return percent(value, 2) if key in PERCENT else f"{value:.3f}"
 
 
 def comparison_markdown(results: list[dict[str, Any]]) -> str:
     """Metrics as rows, synthesizers as columns (mean, with the spread over samples)."""
     labels = [r["label"] for r in results]
-    lines = [
-        "| Metric \\ Synthesizer | " + " | ".join(labels) + " |",
-        "|---|" + "---|" * len(labels),
-        "| **Privacy** | "
-        + " | ".join(
-            f"epsilon {r['epsilon']:g}" if r.get("epsilon") else r.get("privacy", "")
-            for r in results
-        )
-        + " |",
+    table = [
+        [
+            "**Privacy**",
+            *(
+                f"epsilon {r['epsilon']:g}" if r.get("epsilon") else r.get("privacy", "")
+                for r in results
+            ),
+        ]
     ]
     sections = (
         ("**Fidelity**", FIDELITY_ROWS),
@@ -194,7 +184,7 @@ def comparison_markdown(results: list[dict[str, Any]]) -> str:
         ("**Novelty**", NOVELTY_ROWS),
     )
     for title, rows in sections:
-        lines.append(f"| {title} |" + " |" * len(labels))
+        table.append([title, *([""] * len(labels))])
         for key, name in rows:
             cells = []
             for r in results:
@@ -210,8 +200,9 @@ def comparison_markdown(results: list[dict[str, Any]]) -> str:
                 if std is not None and metric["n"] > 1:
                     text += f" ± {_number(std, key)}"
                 cells.append(text)
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            table.append([name, *cells])
     samples = ", ".join(f"{r['label']} {r['samples']}" for r in results)
+    lines = markdown_table(["Metric \\ Synthesizer", *labels], table)
     lines.append("")
     lines.append(
         f"Mean ± standard deviation over independent samples ({samples}); "

@@ -38,16 +38,10 @@ from synthdeid.artifacts import (
 )
 from synthdeid.cli_types import input_dir, input_file, output_dir
 from synthdeid.errors import InputError
-from synthdeid.evaluation.report import (
-    NOT_AVAILABLE,
-    PALETTE,
-    number_or_na,
-    pyplot,
-    save_figure,
-    write_html,
-)
+from synthdeid.evaluation.report import PALETTE, pyplot, save_figure, write_html
 from synthdeid.llm.base import ChatFailure, ChatRequest
 from synthdeid.llm.factory import build_backend
+from synthdeid.reporting import NOT_AVAILABLE, markdown_table, number_or_na, percent
 from synthdeid.tabular.faithfulness import (
     NOT_JUDGED,
     Agreement,
@@ -150,14 +144,15 @@ def accuracy_table(
     per_variable: dict[str, float | None], overall: float | None, buckets: dict[str, float] | None
 ) -> str:
     """Accuracies over the judged pairs; n/a where nothing was judged."""
-    lines = ["| Variable | Accuracy |", "|---|---|"]
-    lines += [f"| {name} | {number_or_na(value, '.3f')} |" for name, value in per_variable.items()]
-    lines.append(f"| **Overall** | **{number_or_na(overall, '.3f')}** |")
-    lines += ["", "| Document accuracy bucket | Share of documents |", "|---|---|"]
-    if buckets is None:
-        lines.append(f"| (no document with a judged variable) | {NOT_AVAILABLE} |")
-    else:
-        lines += [f"| {name} | {100 * share:.1f}% |" for name, share in buckets.items()]
+    accuracies = [[name, number_or_na(value, ".3f")] for name, value in per_variable.items()]
+    accuracies.append(["**Overall**", f"**{number_or_na(overall, '.3f')}**"])
+    shares = (
+        [["(no document with a judged variable)", NOT_AVAILABLE]]
+        if buckets is None
+        else [[name, percent(share)] for name, share in buckets.items()]
+    )
+    lines = markdown_table(["Variable", "Accuracy"], accuracies)
+    lines += ["", *markdown_table(["Document accuracy bucket", "Share of documents"], shares)]
     return "\n".join(lines) + "\n"
 
 
@@ -382,5 +377,5 @@ def run(args: argparse.Namespace) -> None:
         checker,
         number_or_na(overall, ".3f"),
         len(reports),
-        NOT_AVAILABLE if buckets is None else f"{100 * buckets['Perfect']:.1f}%",
+        NOT_AVAILABLE if buckets is None else percent(buckets["Perfect"]),
     )

@@ -108,6 +108,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from synthdeid.stats import sample_sd
+
 DEFAULT_MAX_BLOCK_BYTES = 64 * 2**20  # 64 MiB for one block of the distance matrix
 FIDELITY_ORDERS = (1, 2, 3)  # univariate, bivariate, trivariate
 _MAX_KEY_RANGE = 2**62  # mixed-radix keys are re-densified before they could overflow int64
@@ -582,7 +584,7 @@ def summarize_samples(values: Sequence[float]) -> dict[str, float]:
         raise ValueError("summarize_samples needs a non-empty sequence of numbers")
     return {
         "mean": float(array.mean()),
-        "std": float(array.std(ddof=1)) if len(array) > 1 else math.nan,
+        "std": sample_sd(array),
         "min": float(array.min()),
         "max": float(array.max()),
         "n": len(array),

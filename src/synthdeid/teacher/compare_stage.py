@@ -43,36 +43,34 @@ from synthdeid.artifacts import atomic_text, make_provenance, write_json_atomic
 from synthdeid.cli_types import named_input_dir, output_dir, positive_int
 from synthdeid.errors import ConfigError
 from synthdeid.evaluation.bootstrap import (
-    ALPHA,
-    N_RESAMPLES,
-    SEED,
     BootstrapResult,
-    Interval,
     PairedTestResult,
     bootstrap_metrics,
     paired_bootstrap_test,
-    resample_weights,
 )
 from synthdeid.evaluation.compare import load_runs
 from synthdeid.evaluation.metrics import ALL, DEFINITIONS, CountTable
 from synthdeid.evaluation.report import (
-    NOT_AVAILABLE,
     PALETTE,
     PER_DOCUMENT,
     error_bars,
-    is_undefined,
     mark_undefined,
-    markdown_table,
-    number_or_na,
     plot_not_scored,
     pyplot,
     read_per_document,
     reported_labels,
     save_figure,
-    undefined_to_none,
     write_csv,
     write_html,
 )
+from synthdeid.reporting import (
+    NOT_AVAILABLE,
+    format_interval,
+    markdown_table,
+    number_or_na,
+    undefined_to_none,
+)
+from synthdeid.stats import ALPHA, N_RESAMPLES, SEED, Interval, is_undefined, resample_weights
 
 log = logging.getLogger(__name__)
 
@@ -215,11 +213,7 @@ def distillation_rows(d: Distillation) -> list[dict[str, Any]]:
 
 def short_interval(interval: Interval) -> str:
     """``0.89 [0.86-0.93]``, as in SHIELD's Table 2; n/a where undefined."""
-    if not interval.defined:
-        return NOT_AVAILABLE
-    if is_undefined(interval.lo) or is_undefined(interval.hi):
-        return f"{interval.estimate:.2f} [{NOT_AVAILABLE}]"
-    return f"{interval.estimate:.2f} [{interval.lo:.2f}-{interval.hi:.2f}]"
+    return format_interval(interval, ".2f", sep="-")
 
 
 def difference_cell(row: dict[str, Any], part: str) -> str:

@@ -1,0 +1,81 @@
+"""Text of every report table: Markdown tables, numbers, percentages and intervals.
+
+Undefined figures (None or NaN, see :func:`synthdeid.stats.is_undefined`) are
+written :data:`NOT_AVAILABLE`, never 0. An interval is written
+``estimate [lo, hi]`` (:func:`interval_text`; ``0.912 [0.900, 0.930]``), with
+n/a for the bounds where only they are undefined.
+
+A Markdown table (:func:`markdown_table`) is a header row, a ``|---|``
+separator and one row per line; ``|`` inside a cell is escaped and line
+breaks become ``<br>``, so no cell can break its table. An empty cell is a
+single space (``| |``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from synthdeid.stats import Interval, is_undefined
+
+NOT_AVAILABLE = "n/a"  # written where a figure is undefined (never 0)
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def number_or_na(value: float | None, spec: str = ".3f") -> str:
+    """A figure formatted by ``spec``, or n/a where it is undefined (None or NaN)."""
+    return NOT_AVAILABLE if value is None or math.isnan(value) else format(value, spec)
+
+
+def percent(share: float | None, decimals: int = 1, *, sign: str = "%") -> str:
+    """``0.1234`` -> ``12.3%`` (``sign=""``: ``12.3``); n/a where the share is undefined."""
+    if share is None or math.isnan(share):
+        return NOT_AVAILABLE
+    return f"{100 * share:.{decimals}f}{sign}"
+
+
+def bounds_text(lo: float | None, hi: float | None, spec: str = ".3f", sep: str = ", ") -> str:
+    """``0.900, 0.930``; n/a where either bound is undefined."""
+    if is_undefined(lo) or is_undefined(hi):
+        return NOT_AVAILABLE
+    return f"{lo:{spec}}{sep}{hi:{spec}}"
+
+
+def interval_text(
+    estimate: float | None,
+    lo: float | None,
+    hi: float | None,
+    spec: str = ".3f",
+    sep: str = ", ",
+) -> str:
+    """``0.912 [0.900, 0.930]``; ``0.912 [n/a]`` without bounds; n/a without an estimate."""
+    if is_undefined(estimate):
+        return NOT_AVAILABLE
+    return f"{estimate:{spec}} [{bounds_text(lo, hi, spec, sep)}]"
+
+
+def format_interval(interval: Interval, spec: str = ".3f", sep: str = ", ") -> str:
+    """An :class:`~synthdeid.stats.Interval` as :func:`interval_text` writes it."""
+    return interval_text(interval.estimate, interval.lo, interval.hi, spec, sep)
+
+
+def undefined_to_none(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``row`` with NaN values as None (JSON null, an empty CSV cell)."""
+    return {key: None if is_undefined(value) else value for key, value in row.items()}
+
+
+def escape_cell(text: str) -> str:
+    """A cell's text with ``|`` escaped and line breaks as ``<br>``."""
+    return _LINE_BREAK.sub("<br>", text.replace("|", "\\|"))
+
+
+def markdown_row(cells: Sequence[str]) -> str:
+    """``| a | b |``; an empty cell is ``| |``."""
+    return "|" + "|".join(f" {escape_cell(cell)} " if cell else " " for cell in cells) + "|"
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """The lines of a Markdown table: header, separator, then one line per row."""
+    return [markdown_row(header), "|" + "---|" * len(header), *(markdown_row(r) for r in rows)]
