@@ -3,7 +3,7 @@ from __future__ import annotations
 from matplotlib.colors import to_hex
 
 from synthdeid.corpus_overview import overview_table, plot_overview
-from synthdeid.evaluation.report import PALETTE
+from synthdeid.figures import PALETTE
 from synthdeid.notes import Note, Span
 
 

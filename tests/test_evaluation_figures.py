@@ -12,8 +12,9 @@ from matplotlib.colors import to_hex
 from synthdeid.evaluation.bootstrap import bootstrap_metrics
 from synthdeid.evaluation.compare import plot_runs
 from synthdeid.evaluation.metrics import count_table
-from synthdeid.evaluation.report import PALETTE, SERIES_COLORS, plot_per_label_recall, pyplot
+from synthdeid.evaluation.report import plot_per_label_recall
 from synthdeid.evaluation.study_stage import plot_forest
+from synthdeid.figures import PALETTE, SERIES_COLORS, pyplot
 from synthdeid.notes import Note, Span
 from synthdeid.stats import resample_weights
 

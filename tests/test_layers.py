@@ -48,6 +48,7 @@ LAYERS: Layers = (
             "detectors",
             "stats",
             "reporting",
+            "figures",
             "runtime",
         ),
     ),
@@ -74,14 +75,6 @@ PENDING: frozenset[tuple[str, str]] = frozenset(
     {
         # the date/phone/ID grammar moves from ner.regex_detectors to synthdeid.detectors
         ("identifiers", "ner.regex_detectors"),
-        # intervals move from evaluation.bootstrap to synthdeid.stats, figure and
-        # table formatting from evaluation.report to synthdeid.reporting
-        ("dplm.canaries", "evaluation.bootstrap"),
-        ("dplm.memorization", "evaluation.bootstrap"),
-        ("dplm.memorization", "evaluation.report"),
-        ("synthesis.diagnostics", "evaluation.report"),
-        ("ner.model_card", "evaluation.report"),
-        ("ner.stacker_card", "evaluation.report"),
     }
 )
 

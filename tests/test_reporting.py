@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from synthdeid.evaluation.report import markdown_to_html
 from synthdeid.reporting import (
     NOT_AVAILABLE,
     bounds_text,
@@ -15,6 +14,7 @@ from synthdeid.reporting import (
     interval_text,
     markdown_row,
     markdown_table,
+    markdown_to_html,
     number_or_na,
     percent,
     undefined_to_none,

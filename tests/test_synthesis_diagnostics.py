@@ -374,7 +374,7 @@ def test_a_file_subset_named_twice_is_the_union(stage_inputs: tuple[Path, Path])
 
 
 def test_markdown_pages_embed_their_figures(tmp_path: Path) -> None:
-    from synthdeid.evaluation.report import markdown_to_html
+    from synthdeid.reporting import markdown_to_html
 
     figure = tmp_path / "figure.png"
     figure.write_bytes(b"\x89PNG\r\n\x1a\nmade-up")

@@ -13,7 +13,7 @@ import pandas as pd
 
 from synthdeid.artifacts import atomic_text
 from synthdeid.cli_types import input_file, output_file
-from synthdeid.evaluation.report import PALETTE, pyplot, save_figure
+from synthdeid.figures import PALETTE, pyplot, save_figure
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.notes import Note, read_notes
 from synthdeid.split import PARTS

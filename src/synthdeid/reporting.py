@@ -13,11 +13,16 @@ single space (``| |``).
 
 from __future__ import annotations
 
+import base64
+import csv
+import html
 import math
 import re
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from synthdeid.artifacts import atomic_text
 from synthdeid.stats import Interval, is_undefined
 
 NOT_AVAILABLE = "n/a"  # written where a figure is undefined (never 0)
@@ -79,3 +84,44 @@ def markdown_row(cells: Sequence[str]) -> str:
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     """The lines of a Markdown table: header, separator, then one line per row."""
     return [markdown_row(header), "|" + "---|" * len(header), *(markdown_row(r) for r in rows)]
+
+
+def markdown_to_html(markdown: str, title: str, images: Mapping[str, Path] | None = None) -> str:
+    """A standalone HTML page of Markdown with tables (CommonMark + GFM tables).
+
+    A Snakemake report shows an HTML result inline (a Markdown one only as a
+    download), so every table the report holds is written through this.
+    ``images`` maps an image link of the Markdown (``max_rouge_l.png``) to its
+    PNG file, which is embedded in the page as a data URI: the page then shows
+    its figures wherever it is opened (a Snakemake report shows it from a data
+    URI, where relative links lead nowhere).
+    """
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark").enable("table").render(markdown)
+    for link, path in (images or {}).items():
+        encoded = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+        body = body.replace(f'src="{link}"', f'src="data:image/png;base64,{encoded}"')
+    style = (
+        "body{font-family:sans-serif;max-width:70em;margin:1em auto}"
+        "table{border-collapse:collapse;margin:1em 0}"
+        "th,td{border:1px solid #bbb;padding:.25em .6em;text-align:right}"
+        "th:first-child,td:first-child{text-align:left}"
+    )
+    return (
+        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{style}</style></head><body>\n{body}</body></html>\n"
+    )
+
+
+def write_html(markdown: str, title: str, path: Path) -> None:
+    """Write ``markdown`` as a standalone HTML page (:func:`markdown_to_html`), atomically."""
+    with atomic_text(path) as handle:
+        handle.write(markdown_to_html(markdown, title))
+
+
+def write_csv(rows: Sequence[dict[str, Any]], fields: Sequence[str], path: Path) -> None:
+    with atomic_text(path) as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(fields), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)

@@ -300,7 +300,7 @@ def run(args: argparse.Namespace) -> None:
     )
     from synthdeid.dplm.rouge import RougeIndex
     from synthdeid.dplm.text_quality import distinct_n
-    from synthdeid.evaluation.report import markdown_to_html
+    from synthdeid.reporting import markdown_to_html
 
     settings = dict(args.settings)
     unknown = sorted(set(settings) - SETTING_KEYS)

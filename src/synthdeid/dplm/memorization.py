@@ -38,7 +38,7 @@ from tqdm import tqdm
 
 from synthdeid.dplm.rouge import RougeIndex
 from synthdeid.errors import ConfigError
-from synthdeid.evaluation.report import PALETTE, pyplot, save_figure
+from synthdeid.figures import PALETTE, pyplot, save_figure
 from synthdeid.reporting import format_interval, interval_text, markdown_table
 from synthdeid.stats import (
     CI_LEVEL,

@@ -53,18 +53,8 @@ from synthdeid.evaluation.bootstrap import (
 )
 from synthdeid.evaluation.cross_corpus import parse_cells, write_cross_corpus
 from synthdeid.evaluation.metrics import DEFINITIONS, LABEL_RATIOS, CountTable, order_labels
-from synthdeid.evaluation.report import (
-    METRIC_LABELS,
-    PALETTE,
-    PER_DOCUMENT,
-    error_bars,
-    mark_undefined,
-    pyplot,
-    read_per_document,
-    save_figure,
-    write_csv,
-    write_html,
-)
+from synthdeid.evaluation.report import METRIC_LABELS, PER_DOCUMENT, read_per_document
+from synthdeid.figures import PALETTE, error_bars, mark_undefined, pyplot, save_figure
 from synthdeid.ner.sweeps import training_seed_of
 from synthdeid.reporting import (
     NOT_AVAILABLE,
@@ -74,6 +64,8 @@ from synthdeid.reporting import (
     markdown_table,
     number_or_na,
     undefined_to_none,
+    write_csv,
+    write_html,
 )
 from synthdeid.stats import (
     ALPHA,

@@ -27,18 +27,9 @@ from synthdeid.artifacts import atomic_text
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.bootstrap import bootstrap_metrics, check_same_documents
 from synthdeid.evaluation.metrics import CountTable, order_labels
-from synthdeid.evaluation.report import (
-    METRIC_LABELS,
-    PER_DOCUMENT,
-    SERIES_COLORS,
-    error_bars,
-    mark_undefined,
-    pyplot,
-    read_per_document,
-    save_figure,
-    write_csv,
-)
-from synthdeid.reporting import format_interval, markdown_table
+from synthdeid.evaluation.report import METRIC_LABELS, PER_DOCUMENT, read_per_document
+from synthdeid.figures import SERIES_COLORS, error_bars, mark_undefined, pyplot, save_figure
+from synthdeid.reporting import format_interval, markdown_table, write_csv
 from synthdeid.stats import Interval, resample_weights
 
 # the headline figures of the table, safety first: recall, label-agnostic and

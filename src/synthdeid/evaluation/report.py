@@ -1,26 +1,16 @@
-"""Writing an evaluation (metrics.json / .md / .html / .csv, per_document.parquet, a figure),
-and the helpers every figure and table of the workflow shares.
+"""Writing an evaluation (metrics.json / .md / .html / .csv, per_document.parquet, a figure).
 
 ``per_document.parquet`` keeps every counter of every document (explicit
 schema, provenance in the metadata), so runs can be re-scored and compared
 later (``compare-ner``) without the predictions. Every file is written
-atomically.
-
-Shared by all figure and table code: :func:`pyplot` (a headless matplotlib
-whose colour cycle is :data:`SERIES_COLORS`), the one colour-blind-safe
-palette (:data:`PALETTE`, Okabe and Ito), :func:`markdown_to_html` (a table
-page a Snakemake report shows inline), :func:`save_figure` and
-:func:`write_csv`. The text of the tables (n/a, intervals, Markdown) is
-:mod:`synthdeid.reporting`'s.
+atomically. Figures take their look from :mod:`synthdeid.figures`, tables
+their text and pages from :mod:`synthdeid.reporting`.
 """
 
 from __future__ import annotations
 
-import base64
-import csv
-import html
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +18,6 @@ import numpy as np
 import pyarrow as pa
 
 from synthdeid.artifacts import (
-    atomic_path,
     atomic_text,
     read_parquet_with_provenance,
     write_json_atomic,
@@ -46,8 +35,14 @@ from synthdeid.evaluation.metrics import (
     split_column,
     table_columns,
 )
-from synthdeid.reporting import NOT_AVAILABLE, format_interval, markdown_table
-from synthdeid.stats import Interval, is_undefined
+from synthdeid.figures import PALETTE, error_bars, mark_undefined, pyplot, save_figure
+from synthdeid.reporting import (
+    NOT_AVAILABLE,
+    format_interval,
+    markdown_table,
+    write_csv,
+    write_html,
+)
 
 METRICS_JSON = "metrics.json"
 METRICS_MD = "metrics.md"
@@ -64,23 +59,6 @@ OUTPUTS: tuple[str, ...] = (
     RECALL_FIGURE,
 )
 
-# The Okabe-Ito palette: distinguishable with every common colour-vision
-# deficiency. Every figure takes its colours from here; none pairs red with green.
-PALETTE: dict[str, str] = {
-    "blue": "#0072B2",
-    "orange": "#E69F00",
-    "sky": "#56B4E9",
-    "green": "#009E73",
-    "vermillion": "#D55E00",
-    "purple": "#CC79A7",
-    "yellow": "#F0E442",
-    "grey": "#999999",
-    "black": "#000000",
-}
-# the colour cycle of every axes (series in order: blue, orange, sky blue, ...)
-SERIES_COLORS: tuple[str, ...] = tuple(
-    PALETTE[name] for name in ("blue", "orange", "sky", "green", "vermillion", "purple", "yellow")
-)
 
 # human names of the evaluation figures, for axes and legends (never raw keys)
 METRIC_LABELS: dict[str, str] = {
@@ -193,40 +171,6 @@ def metrics_document(
     }
 
 
-def markdown_to_html(markdown: str, title: str, images: Mapping[str, Path] | None = None) -> str:
-    """A standalone HTML page of Markdown with tables (CommonMark + GFM tables).
-
-    A Snakemake report shows an HTML result inline (a Markdown one only as a
-    download), so every table the report holds is written through this.
-    ``images`` maps an image link of the Markdown (``max_rouge_l.png``) to its
-    PNG file, which is embedded in the page as a data URI: the page then shows
-    its figures wherever it is opened (a Snakemake report shows it from a data
-    URI, where relative links lead nowhere).
-    """
-    from markdown_it import MarkdownIt
-
-    body = MarkdownIt("commonmark").enable("table").render(markdown)
-    for link, path in (images or {}).items():
-        encoded = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-        body = body.replace(f'src="{link}"', f'src="data:image/png;base64,{encoded}"')
-    style = (
-        "body{font-family:sans-serif;max-width:70em;margin:1em auto}"
-        "table{border-collapse:collapse;margin:1em 0}"
-        "th,td{border:1px solid #bbb;padding:.25em .6em;text-align:right}"
-        "th:first-child,td:first-child{text-align:left}"
-    )
-    return (
-        f"<!DOCTYPE html>\n<html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-        f"<style>{style}</style></head><body>\n{body}</body></html>\n"
-    )
-
-
-def write_html(markdown: str, title: str, path: Path) -> None:
-    """Write ``markdown`` as a standalone HTML page (:func:`markdown_to_html`), atomically."""
-    with atomic_text(path) as handle:
-        handle.write(markdown_to_html(markdown, title))
-
-
 def metrics_markdown(run: str, result: BootstrapResult) -> str:
     counts = result.counts
     lines = [
@@ -284,62 +228,6 @@ def metrics_rows(result: BootstrapResult) -> list[dict[str, Any]]:
                 }
             )
     return rows
-
-
-def write_csv(rows: Sequence[dict[str, Any]], fields: Sequence[str], path: Path) -> None:
-    with atomic_text(path) as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(fields), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def pyplot() -> Any:
-    """matplotlib.pyplot on the headless Agg backend, with the shared colour cycle."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["axes.prop_cycle"] = matplotlib.cycler(color=list(SERIES_COLORS))
-    return plt
-
-
-def error_bars(intervals: Sequence[Interval]) -> np.ndarray:
-    """Matplotlib ``yerr`` / ``xerr`` (2 x n) from intervals, never negative; 0 where undefined."""
-    lower = [0.0 if is_undefined(i.lo) else max(0.0, i.estimate - i.lo) for i in intervals]
-    upper = [0.0 if is_undefined(i.hi) else max(0.0, i.hi - i.estimate) for i in intervals]
-    return np.nan_to_num(np.array([lower, upper], dtype=float))
-
-
-def mark_undefined(
-    ax: Any, positions: Sequence[float], *, horizontal: bool = False, text: str = NOT_AVAILABLE
-) -> None:
-    """Write n/a (or ``text``) where a figure is undefined; nothing is drawn there.
-
-    ``positions`` are category positions (x for vertical plots, y for
-    horizontal ones); the marker sits at the axis' left or bottom end.
-    """
-    # horizontal: at the x axis' left end, beside the category; else above the bottom
-    coords = ("axes fraction", "data") if horizontal else ("data", "axes fraction")
-    offset, align = ((4, 0), {"va": "center"}) if horizontal else ((0, 4), {"ha": "center"})
-    for position in positions:
-        ax.annotate(
-            text,
-            (0.0, position) if horizontal else (position, 0.0),
-            xycoords=coords,
-            xytext=offset,
-            textcoords="offset points",
-            fontsize=8,
-            color=PALETTE["grey"],
-            **align,
-        )
-
-
-def save_figure(fig: Any, path: Path) -> None:
-    plt = pyplot()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=120)
-    plt.close(fig)
 
 
 def plot_per_label_recall(result: BootstrapResult, path: Path, title: str) -> Any:

@@ -27,14 +27,7 @@ from synthdeid.artifacts import atomic_text
 from synthdeid.cli_types import input_file, named_input_file, output_dir
 from synthdeid.errors import InputError
 from synthdeid.evaluation.arms import ARM_METRICS
-from synthdeid.evaluation.report import (
-    PALETTE,
-    mark_undefined,
-    pyplot,
-    save_figure,
-    write_csv,
-    write_html,
-)
+from synthdeid.figures import PALETTE, mark_undefined, pyplot, save_figure
 from synthdeid.ner.mixture_stage import read_mixture_summary
 from synthdeid.reporting import (
     NOT_AVAILABLE,
@@ -43,6 +36,8 @@ from synthdeid.reporting import (
     markdown_table,
     number_or_na,
     percent,
+    write_csv,
+    write_html,
 )
 from synthdeid.stats import is_undefined
 

@@ -38,10 +38,10 @@ from scipy import linalg
 
 from synthdeid.artifacts import atomic_text, write_json_atomic
 from synthdeid.embeddings import SentenceEncoder
-from synthdeid.evaluation.report import PALETTE, markdown_to_html, pyplot, save_figure, write_csv
+from synthdeid.figures import PALETTE, pyplot, save_figure
 from synthdeid.labels import CANONICAL_LABELS, COARSE_LABELS, coarse_view
 from synthdeid.notes import Note
-from synthdeid.reporting import markdown_table, percent
+from synthdeid.reporting import markdown_table, markdown_to_html, percent, write_csv
 from synthdeid.stats import quartiles as sample_quartiles
 
 DIAGNOSTICS_JSON = "diagnostics.json"

@@ -30,8 +30,14 @@ from tqdm.auto import tqdm
 from synthdeid.artifacts import atomic_text, make_provenance, write_json_atomic
 from synthdeid.cli_types import input_file, named_input_file, output_dir
 from synthdeid.errors import ConfigError
-from synthdeid.evaluation.report import PALETTE, mark_undefined, pyplot, save_figure, write_html
-from synthdeid.reporting import NOT_AVAILABLE, markdown_table, percent, undefined_to_none
+from synthdeid.figures import PALETTE, mark_undefined, pyplot, save_figure
+from synthdeid.reporting import (
+    NOT_AVAILABLE,
+    markdown_table,
+    percent,
+    undefined_to_none,
+    write_html,
+)
 from synthdeid.settings import settings_from_mapping
 from synthdeid.stats import is_undefined
 from synthdeid.tabular.metrics import (

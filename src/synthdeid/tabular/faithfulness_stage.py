@@ -38,10 +38,10 @@ from synthdeid.artifacts import (
 )
 from synthdeid.cli_types import input_dir, input_file, output_dir
 from synthdeid.errors import InputError
-from synthdeid.evaluation.report import PALETTE, pyplot, save_figure, write_html
+from synthdeid.figures import PALETTE, pyplot, save_figure
 from synthdeid.llm.base import ChatFailure, ChatRequest
 from synthdeid.llm.factory import build_backend
-from synthdeid.reporting import NOT_AVAILABLE, markdown_table, number_or_na, percent
+from synthdeid.reporting import NOT_AVAILABLE, markdown_table, number_or_na, percent, write_html
 from synthdeid.tabular.faithfulness import (
     NOT_JUDGED,
     Agreement,

@@ -51,24 +51,20 @@ from synthdeid.evaluation.bootstrap import (
 from synthdeid.evaluation.compare import load_runs
 from synthdeid.evaluation.metrics import ALL, DEFINITIONS, CountTable
 from synthdeid.evaluation.report import (
-    PALETTE,
     PER_DOCUMENT,
-    error_bars,
-    mark_undefined,
     plot_not_scored,
-    pyplot,
     read_per_document,
     reported_labels,
-    save_figure,
-    write_csv,
-    write_html,
 )
+from synthdeid.figures import PALETTE, error_bars, mark_undefined, pyplot, save_figure
 from synthdeid.reporting import (
     NOT_AVAILABLE,
     format_interval,
     markdown_table,
     number_or_na,
     undefined_to_none,
+    write_csv,
+    write_html,
 )
 from synthdeid.stats import ALPHA, N_RESAMPLES, SEED, Interval, is_undefined, resample_weights
 
