@@ -95,9 +95,10 @@ class NerRuns:
 
     def operating_point(self, run: str) -> dict[str, Any]:
         """The run's operating-point rule: its own, else ner.training's."""
-        return self.runs[run].get("operating_point") or self.training_defaults.get(
+        rule = self.runs[run].get("operating_point") or self.training_defaults.get(
             "operating_point", {}
         )
+        return dict(rule)
 
     def named_run(self, name: str | None) -> str | None:
         """The run a name gives: a run, or an arm's first training seed (None: neither)."""
