@@ -10,16 +10,7 @@ import pytest
 
 from synthdeid.errors import ConfigError
 from synthdeid.surrogate.keying import DEMO_KEY_FILE, SECRET_VARIABLE
-from synthdeid.workflow.checks import (
-    check_ensemble_runs,
-    check_error_report,
-    check_evaluation_corpora,
-    check_split,
-    check_stacked_runs,
-    check_teachers,
-    run_dependencies,
-    teacher_dependencies,
-)
+from synthdeid.workflow import checks
 from synthdeid.workflow.ner_runs import NerRuns
 from synthdeid.workflow.surrogate_key import (
     check_demo_key,
@@ -73,20 +64,22 @@ UNION_TEACHER = {
 
 
 def test_split_fractions_are_refused_with_the_config_prefix() -> None:
-    check_split({"seed": 0.3, "train": 0.4, "holdout": 0.3})
-    message = refusal(check_split, {"seed": 0.3, "train": 0.4, "holdout": 0.4})
+    checks.check_split({"seed": 0.3, "train": 0.4, "holdout": 0.3})
+    message = refusal(checks.check_split, {"seed": 0.3, "train": 0.4, "holdout": 0.4})
     assert message.startswith("config: split.fractions must be non-negative and sum to 1")
 
 
 def test_good_runs_pass_every_run_check() -> None:
     table = runs(REAL, SURROGATE, ENSEMBLE, STACKED)
-    check_ensemble_runs(table)
-    check_stacked_runs(table)
-    check_error_report(table, ["real", "surrogate"])
+    checks.check_ensemble_runs(table)
+    checks.check_stacked_runs(table)
+    checks.check_error_report(table, ["real", "surrogate"])
 
 
 def test_an_ensemble_member_must_be_a_trained_run() -> None:
-    message = refusal(check_ensemble_runs, runs(REAL, {"name": "both", "members": ["real", "x"]}))
+    message = refusal(
+        checks.check_ensemble_runs, runs(REAL, {"name": "both", "members": ["real", "x"]})
+    )
     assert message == (
         "ner run 'both': member 'x' is not a trained run (one with a mixture): ['real']"
     )
@@ -95,7 +88,7 @@ def test_an_ensemble_member_must_be_a_trained_run() -> None:
 @pytest.mark.parametrize("key", ["pools", "tapt", "training"])
 def test_an_ensemble_has_no_trained_run_settings(key: str) -> None:
     value = {"pools": ["surrogates"], "tapt": "own", "training": {"epochs": 1}}[key]
-    message = refusal(check_ensemble_runs, runs(REAL, SURROGATE, {**ENSEMBLE, key: value}))
+    message = refusal(checks.check_ensemble_runs, runs(REAL, SURROGATE, {**ENSEMBLE, key: value}))
     assert message == (
         "ner run 'both' is an ensemble: pools, tapt and training belong to its member runs"
     )
@@ -103,7 +96,7 @@ def test_an_ensemble_has_no_trained_run_settings(key: str) -> None:
 
 def test_a_stacked_base_must_be_a_trained_run() -> None:
     message = refusal(
-        check_stacked_runs, runs(REAL, SURROGATE, ENSEMBLE, {**STACKED, "base": "both"})
+        checks.check_stacked_runs, runs(REAL, SURROGATE, ENSEMBLE, {**STACKED, "base": "both"})
     )
     assert message == (
         "ner run 'real_lexicons': base 'both' is not a trained run (one with a mixture): "
@@ -112,7 +105,7 @@ def test_a_stacked_base_must_be_a_trained_run() -> None:
 
 
 def test_a_stacked_run_has_no_trained_run_settings() -> None:
-    message = refusal(check_stacked_runs, runs(REAL, {**STACKED, "tapt": "own"}))
+    message = refusal(checks.check_stacked_runs, runs(REAL, {**STACKED, "tapt": "own"}))
     assert message == (
         "ner run 'real_lexicons' stacks lexicons over 'real': mixture, pools, tapt and "
         "training belong to its base run"
@@ -120,7 +113,7 @@ def test_a_stacked_run_has_no_trained_run_settings() -> None:
 
 
 def test_error_report_runs_must_be_trained() -> None:
-    message = refusal(check_error_report, runs(REAL, SURROGATE, ENSEMBLE), ["real", "both"])
+    message = refusal(checks.check_error_report, runs(REAL, SURROGATE, ENSEMBLE), ["real", "both"])
     assert message == ("ner.error_report.runs: 'both' is not a trained run: ['real', 'surrogate']")
 
 
@@ -130,12 +123,12 @@ OTHER = {"name": "other", "format": "jsonl", "path": "x.jsonl", "labels": {"mapp
 
 
 def test_evaluation_corpora_with_own_names_and_good_mappings_pass() -> None:
-    check_evaluation_corpora([OTHER, {**OTHER, "name": "third"}], "demo")
-    check_evaluation_corpora([], "demo")
+    checks.check_evaluation_corpora([OTHER, {**OTHER, "name": "third"}], "demo")
+    checks.check_evaluation_corpora([], "demo")
 
 
 def test_an_evaluation_corpus_named_like_the_corpus_is_refused() -> None:
-    message = refusal(check_evaluation_corpora, [{**OTHER, "name": "demo"}], "demo")
+    message = refusal(checks.check_evaluation_corpora, [{**OTHER, "name": "demo"}], "demo")
     assert message == (
         "evaluation.corpora: 'demo' is the corpus itself (its holdout is always scored); "
         "give the other corpus another name"
@@ -143,13 +136,13 @@ def test_an_evaluation_corpus_named_like_the_corpus_is_refused() -> None:
 
 
 def test_evaluation_corpora_sharing_a_name_are_refused() -> None:
-    message = refusal(check_evaluation_corpora, [OTHER, OTHER], "demo")
+    message = refusal(checks.check_evaluation_corpora, [OTHER, OTHER], "demo")
     assert message == "evaluation.corpora: two corpora share a name; names must be unique"
 
 
 def test_an_evaluation_corpus_mapping_onto_unknown_labels_is_refused() -> None:
     bad = {**OTHER, "labels": {"mapping": {"Name": "NAME"}}}
-    message = refusal(check_evaluation_corpora, [bad], "demo")
+    message = refusal(checks.check_evaluation_corpora, [bad], "demo")
     assert message.startswith(
         "evaluation.corpora[other]: labels.mapping maps onto non-canonical labels {'Name': 'NAME'}"
     )
@@ -159,14 +152,14 @@ def test_an_evaluation_corpus_mapping_onto_unknown_labels_is_refused() -> None:
 
 
 def test_good_teachers_pass() -> None:
-    check_teachers(
+    checks.check_teachers(
         teachers(MODEL_TEACHER, RULES_TEACHER, UNION_TEACHER), runs(REAL, SURROGATE, STUDENT)
     )
 
 
 def test_teacher_settings_are_checked_with_the_teacher_named() -> None:
     bad = {**RULES_TEACHER, "backend": {"kind": "none"}}
-    message = refusal(check_teachers, teachers(bad), runs(REAL))
+    message = refusal(checks.check_teachers, teachers(bad), runs(REAL))
     assert message.startswith(
         "teacher.teachers[rules]: unknown key(s) ['backend'] for kind 'rules'"
     )
@@ -174,12 +167,14 @@ def test_teacher_settings_are_checked_with_the_teacher_named() -> None:
 
 def test_an_ensemble_teacher_member_must_be_a_teacher() -> None:
     union = {**UNION_TEACHER, "members": ["rules", "llm"]}
-    message = refusal(check_teachers, teachers(RULES_TEACHER, union), runs(REAL, STUDENT))
+    message = refusal(checks.check_teachers, teachers(RULES_TEACHER, union), runs(REAL, STUDENT))
     assert message == "teacher.teachers[union]: member 'llm' is not a teacher"
 
 
 def test_a_model_teacher_needs_a_model() -> None:
-    message = refusal(check_teachers, teachers({"name": "model", "kind": "model"}), runs(REAL))
+    message = refusal(
+        checks.check_teachers, teachers({"name": "model", "kind": "model"}), runs(REAL)
+    )
     assert message == "teacher.teachers[model]: a model teacher needs model (an ner run or a path)"
 
 
@@ -187,7 +182,7 @@ def test_a_model_teacher_needs_a_model() -> None:
 def test_a_student_must_train_on_the_teachers_silver_pool(student: str) -> None:
     union = {**UNION_TEACHER, "student": student}
     message = refusal(
-        check_teachers, teachers(MODEL_TEACHER, RULES_TEACHER, union), runs(REAL, SURROGATE)
+        checks.check_teachers, teachers(MODEL_TEACHER, RULES_TEACHER, union), runs(REAL, SURROGATE)
     )
     assert message == (
         f"teacher.teachers[union]: student {student!r} must be an ner run whose pools include "
@@ -196,13 +191,13 @@ def test_a_student_must_train_on_the_teachers_silver_pool(student: str) -> None:
 
 
 def test_a_silver_pool_must_name_a_teacher() -> None:
-    message = refusal(check_teachers, teachers(RULES_TEACHER), runs(REAL, STUDENT))
+    message = refusal(checks.check_teachers, teachers(RULES_TEACHER), runs(REAL, STUDENT))
     assert message == "ner run 'student': pool silver_union names no teacher"
 
 
 def test_a_teacher_applying_a_model_trained_on_its_own_labels_is_refused() -> None:
     own = {"name": "union", "kind": "model", "model": "student"}
-    message = refusal(check_teachers, teachers(own), runs(REAL, STUDENT))
+    message = refusal(checks.check_teachers, teachers(own), runs(REAL, STUDENT))
     assert message == (
         "teacher 'union' depends on its own silver labels (through its model run or members); "
         "train its model on other pools"
@@ -215,23 +210,23 @@ def test_a_cycle_through_members_ensembles_and_stacked_runs_is_refused() -> None
     ensemble = {"name": "mix", "members": ["real", "student"]}
     stacked = {"name": "lex", "base": "student", "lexicons": ["first_names"]}
     table = runs(REAL, STUDENT, ensemble, stacked)
-    assert run_dependencies(table, "lex") == [("run", "student")]
-    assert run_dependencies(table, "mix") == [("run", "real"), ("run", "student")]
-    assert run_dependencies(table, "student") == [("teacher", "union")]
+    assert checks.run_dependencies(table, "lex") == [("run", "student")]
+    assert checks.run_dependencies(table, "mix") == [("run", "real"), ("run", "student")]
+    assert checks.run_dependencies(table, "student") == [("teacher", "union")]
     all_teachers = teachers(model, RULES_TEACHER, UNION_TEACHER)
-    assert teacher_dependencies(all_teachers, table, "union") == [
+    assert checks.teacher_dependencies(all_teachers, table, "union") == [
         ("teacher", "model"),
         ("teacher", "rules"),
     ]
-    assert teacher_dependencies(all_teachers, table, "model") == [("run", "lex")]
-    assert teacher_dependencies(all_teachers, table, "rules") == []
-    message = refusal(check_teachers, all_teachers, table)
+    assert checks.teacher_dependencies(all_teachers, table, "model") == [("run", "lex")]
+    assert checks.teacher_dependencies(all_teachers, table, "rules") == []
+    message = refusal(checks.check_teachers, all_teachers, table)
     assert re.match(r"teacher '(union|model)' depends on its own silver labels", message)
 
 
 def test_a_model_teacher_on_a_model_path_depends_on_no_run() -> None:
     path_teacher = {"name": "model", "kind": "model", "model": "/models/deid"}
-    assert teacher_dependencies(teachers(path_teacher), runs(REAL), "model") == []
+    assert checks.teacher_dependencies(teachers(path_teacher), runs(REAL), "model") == []
 
 
 # ---------------------------------------------------------------- the surrogate key

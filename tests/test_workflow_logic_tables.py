@@ -19,16 +19,7 @@ from snakemake.utils import update_config, validate
 
 from synthdeid.errors import ConfigError
 from synthdeid.labels import CANONICAL_LABELS
-from synthdeid.workflow import synthesis, tabular
-from synthdeid.workflow.arguments import (
-    as_json,
-    flags,
-    folder_of,
-    joined,
-    label_map_json,
-    parent,
-)
-from synthdeid.workflow.corpora import corpus_path, evaluation_corpora, reader_files
+from synthdeid.workflow import arguments, corpora, synthesis, tabular
 from synthdeid.workflow.ner_runs import NerRuns
 from synthdeid.workflow.tables import Tables
 from synthdeid.workflow.teachers import Teachers, model_argument, silver_argument
@@ -318,11 +309,11 @@ def test_audit_inputs_and_arguments() -> None:
 
 
 def test_a_corpus_path_from_the_config_or_the_environment(tmp_path: Path) -> None:
-    assert corpus_path({"name": "demo", "path": "notes.jsonl"}) == Path("notes.jsonl")
+    assert corpora.corpus_path({"name": "demo", "path": "notes.jsonl"}) == Path("notes.jsonl")
     settings = {"name": "physionet", "path_env": "CORPUS_DIR", "format": "jsonl"}
-    assert corpus_path(settings, {"CORPUS_DIR": str(tmp_path)}) == tmp_path
+    assert corpora.corpus_path(settings, {"CORPUS_DIR": str(tmp_path)}) == tmp_path
     with pytest.raises(ConfigError) as err:
-        corpus_path(settings, {})
+        corpora.corpus_path(settings, {})
     assert str(err.value) == (
         "corpus 'physionet': path_env is 'CORPUS_DIR' but that environment variable is not "
         "set; export CORPUS_DIR=/path/to/the/corpus"
@@ -331,35 +322,37 @@ def test_a_corpus_path_from_the_config_or_the_environment(tmp_path: Path) -> Non
 
 def test_reader_files_must_exist(tmp_path: Path) -> None:
     notes = tmp_path / "notes.jsonl"
-    assert reader_files({"name": "x", "format": "jsonl", "path": str(notes)}) == [str(notes)]
+    assert corpora.reader_files({"name": "x", "format": "jsonl", "path": str(notes)}) == [
+        str(notes)
+    ]
     with pytest.raises(ConfigError) as err:
-        reader_files({"name": "x", "format": "brat", "path": str(tmp_path)})
+        corpora.reader_files({"name": "x", "format": "brat", "path": str(tmp_path)})
     assert str(err.value) == f"corpus 'x': no brat corpus files found at {tmp_path}"
 
 
 def test_evaluation_corpora_by_name() -> None:
     entries = [{"name": "a", "format": "jsonl"}, {"name": "b", "format": "brat"}]
-    assert evaluation_corpora(entries) == {"a": entries[0], "b": entries[1]}
-    assert evaluation_corpora([]) == {}
+    assert corpora.evaluation_corpora(entries) == {"a": entries[0], "b": entries[1]}
+    assert corpora.evaluation_corpora([]) == {}
 
 
 # ---------------------------------------------------------------- CLI arguments
 
 
 def test_json_params_and_label_maps() -> None:
-    assert as_json({"b": 1, "a": [1, 2]}) == '{"a":[1,2],"b":1}'
-    assert json.loads(label_map_json({"Doctor": "DOCTOR"})) == {"Doctor": "DOCTOR"}
-    assert json.loads(label_map_json({})) == {label: label for label in CANONICAL_LABELS}
-    assert json.loads(label_map_json(None)) == json.loads(label_map_json({}))
+    assert arguments.as_json({"b": 1, "a": [1, 2]}) == '{"a":[1,2],"b":1}'
+    assert json.loads(arguments.label_map_json({"Doctor": "DOCTOR"})) == {"Doctor": "DOCTOR"}
+    assert json.loads(arguments.label_map_json({})) == {label: label for label in CANONICAL_LABELS}
+    assert json.loads(arguments.label_map_json(None)) == json.loads(arguments.label_map_json({}))
 
 
 def test_flags_quote_each_pair_and_joined_drops_empty_parts() -> None:
-    assert flags("--run", [("a", "x/y"), ("b c", "z")]) == "--run a=x/y --run 'b c=z'"
-    assert flags("--run", []) == ""
-    assert joined("--a 1", "", "--b 2") == "--a 1 --b 2"
-    assert parent("results/x/demo/metrics.json") == "results/x/demo"
+    assert arguments.flags("--run", [("a", "x/y"), ("b c", "z")]) == "--run a=x/y --run 'b c=z'"
+    assert arguments.flags("--run", []) == ""
+    assert arguments.joined("--a 1", "", "--b 2") == "--a 1 --b 2"
+    assert arguments.parent("results/x/demo/metrics.json") == "results/x/demo"
 
 
 def test_folder_of_names_the_output_whose_folder_it_gives() -> None:
-    folder = folder_of("metrics")
+    folder = arguments.folder_of("metrics")
     assert folder(None, {"metrics": "results/r/demo/metrics.json"}) == "results/r/demo"

@@ -30,41 +30,42 @@ def check_split(fractions: Mapping[str, float]) -> None:
         raise ConfigError(f"config: {exc}") from None
 
 
-def has_trained_run_keys(run: Mapping[str, Any]) -> bool:
-    return any(run.get(key) for key in TRAINED_RUN_KEYS)
+def require_trained(runs: NerRuns, name: str, role: str, other: str) -> None:
+    """The run a run builds on (an ensemble's member, a stacked run's base) is a trained run."""
+    trained = runs.trained
+    if other not in trained:
+        raise ConfigError(
+            f"ner run {name!r}: {role} {other!r} is not a trained run (one with a "
+            f"mixture): {sorted(trained)}"
+        )
+
+
+def refuse_trained_run_keys(runs: NerRuns, name: str, why: str) -> None:
+    """A run built on trained runs has none of their settings (``why`` says whose they are)."""
+    if any(runs.runs[name].get(key) for key in TRAINED_RUN_KEYS):
+        raise ConfigError(f"ner run {name!r} {why}")
 
 
 def check_ensemble_runs(runs: NerRuns) -> None:
     """Members are trained runs; an ensemble has none of a trained run's settings."""
-    trained = runs.trained
     for name, members in runs.ensembles.items():
         for member in members:
-            if member not in trained:
-                raise ConfigError(
-                    f"ner run {name!r}: member {member!r} is not a trained run (one "
-                    f"with a mixture): {sorted(trained)}"
-                )
-        if has_trained_run_keys(runs.runs[name]):
-            raise ConfigError(
-                f"ner run {name!r} is an ensemble: pools, tapt and training belong to "
-                "its member runs"
-            )
+            require_trained(runs, name, "member", member)
+        refuse_trained_run_keys(
+            runs, name, "is an ensemble: pools, tapt and training belong to its member runs"
+        )
 
 
 def check_stacked_runs(runs: NerRuns) -> None:
     """A stacked run's base is a trained run; it has none of a trained run's settings."""
-    trained = runs.trained
     for name, base in runs.stacked.items():
-        if base not in trained:
-            raise ConfigError(
-                f"ner run {name!r}: base {base!r} is not a trained run (one with a "
-                f"mixture): {sorted(trained)}"
-            )
-        if has_trained_run_keys(runs.runs[name]):
-            raise ConfigError(
-                f"ner run {name!r} stacks lexicons over {base!r}: mixture, pools, tapt and "
-                "training belong to its base run"
-            )
+        require_trained(runs, name, "base", base)
+        refuse_trained_run_keys(
+            runs,
+            name,
+            f"stacks lexicons over {base!r}: mixture, pools, tapt and training belong to its "
+            "base run",
+        )
 
 
 def check_error_report(runs: NerRuns, report_runs: Sequence[str]) -> None:
