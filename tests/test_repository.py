@@ -165,7 +165,7 @@ def test_rules_that_ask_for_a_gpu_run_in_the_gpu_env(repo: Path) -> None:
     checked = 0
     for rule, body in rule_blocks(repo).items():
         env = re.search(r'conda:\s+"\.\./\.\./envs/(\w+)\.yaml"', body)
-        gpu = re.search(r"^\s+gpu=([^,\s]+),", body, flags=re.MULTILINE)
+        gpu = re.search(r"^\s+gpu=(.+),$", body, flags=re.MULTILINE)
         if env is None:
             continue  # a target, or a rule inheriting its env
         wants_gpu = gpu is not None and gpu.group(1) != "0"

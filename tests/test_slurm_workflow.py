@@ -53,7 +53,7 @@ EXPECTED_ARTIFACTS = (
     "results/diagnose_synthetic/**/labels.png",
     "results/train_dp_lm/**/privacy.json",
     "results/audit_dp_lm/**/max_rouge_l.png",
-    "results/fit_dp_tabular/**/dp_ctgan/**/privacy.json",
+    "results/fit_dp_gan_tabular/**/dp_ctgan/**/privacy.json",
     "results/evaluate_tabular/**/comparison.png",
     "results/train_ner/**/model/synthdeid_ner.json",
     "results/evaluate_ner/**/metrics.json",

@@ -277,10 +277,11 @@ def test_demo_run_labels_with_teachers_and_distils_a_student(workdir: Path) -> N
     compare = results / "compare_teacher" / "demo"
     table = (compare / "ensemble" / "distillation.md").read_text()
     assert "| Category | ensemble P [95% CI] | ensemble R [95% CI] | silver_student P" in table
+    noise_dir = results / "measure_silver_noise" / "demo"
     for teacher in ("model", "rules", "ensemble"):
-        noise = json.loads((compare / teacher / "silver_noise.json").read_text())
+        noise = json.loads((noise_dir / teacher / "silver_noise.json").read_text())
         assert noise["name"] == teacher
-        assert (compare / teacher / "silver_noise.png").read_bytes().startswith(b"\x89PNG")
+        assert (noise_dir / teacher / "silver_noise.png").read_bytes().startswith(b"\x89PNG")
     assert (compare / "ensemble" / "distillation.png").read_bytes().startswith(b"\x89PNG")
 
 
@@ -582,7 +583,7 @@ def test_tapt_on_own_notes_is_one_switch_on_a_run(workdir: Path) -> None:
     }
     # the run's own mixture feeds the adaptation; the mixture itself is not rebuilt
     assert "results/build_mixture/demo/surrogate_aug/train.parquet" in result.stdout
-    assert "results/tapt_encoder/demo/own/surrogate_aug/model" in result.stdout
+    assert "results/tapt_encoder_own/demo/surrogate_aug/model" in result.stdout
 
 
 def sweep_config(workdir: Path, name: str, fractions: list[float], seeds: list[int]) -> str:

@@ -9,7 +9,7 @@ rule probe_gpu_env:
     output:
         "results/probe_gpu_env/environment.json",
     log:
-        "logs/probe_gpu_env.log",
+        "logs/probe_gpu_env/environment.log",
     conda:
         "../../envs/gpu.yaml"
     resources:

@@ -5,7 +5,7 @@ rule ingest_corpus:
     output: notes.parquet (canonical schema), summary.json (counts, provenance)
     """
     input:
-        corpus_files,
+        lambda w: reader_files(config["corpus"]),
     output:
         notes="results/ingest_corpus/{corpus}/notes.parquet",
         summary="results/ingest_corpus/{corpus}/summary.json",
@@ -16,7 +16,7 @@ rule ingest_corpus:
     conda:
         "../../envs/cpu.yaml"
     params:
-        corpus=str(corpus_path()),
+        corpus=str(corpus_path(config["corpus"])),
         format=config["corpus"]["format"],
         source=config["corpus"]["source"],
         encoding=config["corpus"]["encoding"],
@@ -37,7 +37,7 @@ rule ingest_corpus:
 # run's model de-identifies it whole (predict_ner_cross) and is scored on it.
 use rule ingest_corpus as ingest_eval_corpus with:
     input:
-        eval_corpus_files,
+        lambda w: reader_files(eval_corpus(w)),
     output:
         notes="results/ingest_eval_corpus/{target}/notes.parquet",
         summary="results/ingest_eval_corpus/{target}/summary.json",
@@ -52,7 +52,9 @@ use rule ingest_corpus as ingest_eval_corpus with:
         encoding=lambda w: eval_corpus(w).get("encoding", "utf-8"),
         patient_id_regex=lambda w: eval_corpus(w).get("patient_id_regex") or "",
         overlaps=lambda w: eval_corpus(w).get("overlaps", "error"),
-        label_map=eval_label_map,
+        label_map=lambda w: label_map_json(
+            eval_corpus(w).get("labels", {}).get("mapping")
+        ),
         coarse_view=COARSE_VIEW,
 
 
@@ -104,7 +106,7 @@ rule plot_corpus_overview:
     conda:
         "../../envs/cpu.yaml"
     params:
-        title=overview_title,
+        title=lambda w: f"Corpus {w.corpus}: patient-level split",
     shell:
         "synthdeid --log {log:q} corpus-overview --notes {input.notes:q}"
         " --title {params.title:q} --figure {output.figure:q} --table {output.table:q}"

@@ -6,7 +6,7 @@ rule build_mixture:
             patients held out), summary.json (realized sizes, VetSynth Table 2)
     """
     input:
-        unpack(pool_files),
+        unpack(lambda w: pools.pool_files(POOLS, NER_RUNS[w.run]["pools"], w.corpus)),
         notes=rules.split_notes.output.notes,
     output:
         train="results/build_mixture/{corpus}/{run}/train.parquet",
@@ -17,9 +17,9 @@ rule build_mixture:
     conda:
         "../../envs/cpu.yaml"
     params:
-        spec=mixture_spec,
-        pools=pool_arguments,
-        pool_parts=pool_parts,
+        spec=lambda w: as_json(NER_RUNS[w.run]["mixture"]),
+        pools=lambda w, input: pools.pool_arguments(NER_RUNS[w.run]["pools"], input),
+        pool_parts=lambda w: pools.pool_parts(POOLS, NER_RUNS[w.run]["pools"]),
     shell:
         "synthdeid --log {log:q} build-mixture --notes {input.notes:q} {params.pools}"
         " --pool-parts {params.pool_parts:q} --spec {params.spec:q}"
@@ -37,11 +37,11 @@ rule tapt_encoder_own:
     input:
         train=rules.build_mixture.output.train,
     output:
-        model=directory("results/tapt_encoder/{corpus}/own/{run}/model"),
+        model=directory("results/tapt_encoder_own/{corpus}/{run}/model"),
     log:
-        "logs/tapt_encoder/{corpus}/own/{run}.log",
+        "logs/tapt_encoder_own/{corpus}/{run}.log",
     benchmark:
-        "benchmarks/tapt_encoder/{corpus}/own/{run}.tsv"
+        "benchmarks/tapt_encoder_own/{corpus}/{run}.tsv"
     conda:
         "../../envs/gpu.yaml"
     threads: 2
@@ -50,7 +50,9 @@ rule tapt_encoder_own:
         mem_mb=12000,
         runtime=120,
     params:
-        settings=own_tapt_settings,
+        settings=lambda w: as_json(
+            synthesis.tapt_settings(NER["tapt"], RUNS.training(w.run)["model"])
+        ),
     shell:
         "synthdeid --log {log:q} tapt --corpus {input.train:q}"
         " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"
@@ -65,13 +67,13 @@ rule tapt_encoder_seeds:
     GPU rule: one GPU on SLURM.
     """
     input:
-        notes=seed_text_notes,
+        notes=lambda w: pools.SEED_TEXT_NOTES[w.text].format(corpus=w.corpus),
     output:
-        model=directory("results/tapt_encoder/{corpus}/seeds_{text}/model"),
+        model=directory("results/tapt_encoder_seeds/{corpus}/{text}/model"),
     log:
-        "logs/tapt_encoder/{corpus}/seeds_{text}.log",
+        "logs/tapt_encoder_seeds/{corpus}/{text}.log",
     benchmark:
-        "benchmarks/tapt_encoder/{corpus}/seeds_{text}.tsv"
+        "benchmarks/tapt_encoder_seeds/{corpus}/{text}.tsv"
     wildcard_constraints:
         text="masked|surrogates",
     conda:
@@ -83,7 +85,7 @@ rule tapt_encoder_seeds:
         runtime=120,
     params:
         parts=config["mask"]["parts"],
-        settings=as_json({**NER["tapt"], "model": NER["training"]["model"]}),
+        settings=as_json(synthesis.tapt_settings(NER["tapt"], NER["training"]["model"])),
     shell:
         "synthdeid --log {log:q} tapt --corpus {input.notes:q} --parts {params.parts:q}"
         " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"
@@ -98,7 +100,7 @@ rule train_ner:
     model card).
     """
     input:
-        unpack(tapt_input),
+        unpack(lambda w: ner_inputs.tapt_input(RUNS, w.run, w.corpus)),
         train=rules.build_mixture.output.train,
         validation=rules.build_mixture.output.validation,
         summary=rules.build_mixture.output.summary,
@@ -116,7 +118,7 @@ rule train_ner:
         mem_mb=12000,
         runtime=240,
     params:
-        settings=training_settings,
+        settings=lambda w: as_json(ner_inputs.training_settings(RUNS, w.run, w.corpus)),
     shell:
         "synthdeid --log {log:q} train-ner --train {input.train:q}"
         " --validation {input.validation:q} --mixture-summary {input.summary:q}"
@@ -133,7 +135,7 @@ rule ensemble_ner:
     (synthdeid_ensemble.json with member paths relative to it, model card).
     """
     input:
-        unpack(model_ensemble_inputs),
+        unpack(lambda w: ner_inputs.ensemble_inputs(RUNS, w.run, w.corpus)),
     output:
         model=directory("results/ensemble_ner/{corpus}/{run}/model"),
     log:
@@ -142,8 +144,8 @@ rule ensemble_ner:
         "../../envs/cpu.yaml"
     threads: 2
     params:
-        members=model_ensemble_arguments,
-        settings=model_ensemble_settings,
+        members=lambda w, input: ner_inputs.ensemble_arguments(RUNS, w.run, input),
+        settings=operating_point_settings,
     shell:
         "synthdeid --log {log:q} ensemble-ner {params.members}"
         " --config {params.settings:q} --run {wildcards.run:q} --out-dir {output.model:q}"
@@ -162,7 +164,7 @@ rule stack_lexicons:
     sources and licences, the coefficients; model card).
     """
     input:
-        unpack(stacked_base_inputs),
+        unpack(lambda w: ner_inputs.stacked_inputs(RUNS, w.run, w.corpus)),
         notes=rules.split_notes.output.notes,
     output:
         model=directory("results/stack_lexicons/{corpus}/{run}/model"),
@@ -174,9 +176,10 @@ rule stack_lexicons:
         "../../envs/cpu.yaml"
     threads: 2
     params:
-        lexicons=stacked_lexicons,
-        parts=stacked_parts,
-        settings=stacked_settings,
+        lexicons=lambda w: ",".join(NER_RUNS[w.run]["lexicons"]),
+        # the split parts whose notes, with the base's validation notes, fit the stacker
+        parts=lambda w: NER_RUNS[w.run].get("parts") or ["seed"],
+        settings=operating_point_settings,
     shell:
         "synthdeid --log {log:q} stack-lexicons --model {input.model:q} --notes {input.notes:q}"
         " --parts {params.parts:q} --validation {input.validation:q} --train {input.train:q}"
@@ -260,11 +263,12 @@ rule evaluate_ner:
         parts=config["ner"]["deid"]["parts"],
         resamples=config["ner"]["evaluation"]["resamples"],
         seed=config["ner"]["evaluation"]["seed"],
+        out_dir=folder_of("metrics"),
     shell:
         "synthdeid --log {log:q} evaluate-ner --gold {input.gold:q}"
         " --predictions {input.predictions:q} --run {wildcards.run:q}"
         " --parts {params.parts:q} --resamples {params.resamples} --seed {params.seed}"
-        " --out-dir $(dirname {output.metrics:q})"
+        " --out-dir {params.out_dir:q}"
 
 
 rule report_errors:
@@ -338,6 +342,7 @@ use rule evaluate_ner as evaluate_ner_cross with:
         parts=[UNSPLIT],
         resamples=config["ner"]["evaluation"]["resamples"],
         seed=config["ner"]["evaluation"]["seed"],
+        out_dir=folder_of("metrics"),
 
 
 rule compare_ner:
@@ -351,8 +356,8 @@ rule compare_ner:
     evaluation.corpora (SHIELD's cross-dataset tables).
     """
     input:
-        unpack(evaluation_outputs),
-        unpack(cross_evaluation_outputs),
+        unpack(lambda w: ner_inputs.evaluation_outputs(RUNS, w.corpus)),
+        unpack(lambda w: ner_inputs.cross_outputs(RUNS, EVAL_CORPORA, w.corpus)),
     output:
         runs="results/compare_ner/{corpus}/runs.csv",
         tests="results/compare_ner/{corpus}/paired_tests.csv",
@@ -386,16 +391,19 @@ rule compare_ner:
     conda:
         "../../envs/cpu.yaml"
     params:
-        runs=run_arguments,
-        cross=cross_arguments,
-        reference=REFERENCE_RUN,
+        runs=lambda w, input: ner_inputs.compare_arguments(RUNS, input),
+        cross=lambda w, input: ner_inputs.cross_arguments(
+            w.corpus, EVAL_CORPORA, RUNS, input
+        ),
+        reference=RUNS.reference_run,
         resamples=config["ner"]["evaluation"]["resamples"],
         seed=config["ner"]["evaluation"]["seed"],
+        out_dir=folder_of("runs"),
     shell:
         "synthdeid --log {log:q} compare-ner {params.runs} {params.cross}"
         " --reference {params.reference:q}"
         " --resamples {params.resamples} --seed {params.seed}"
-        " --out-dir $(dirname {output.runs:q})"
+        " --out-dir {params.out_dir:q}"
 
 
 rule tabulate_study:
@@ -408,7 +416,7 @@ rule tabulate_study:
     the two-level paired bootstrap.
     """
     input:
-        unpack(study_inputs),
+        unpack(lambda w: ner_inputs.study_inputs(RUNS, w.corpus)),
         comparison=rules.compare_ner.output.comparison,
     output:
         table="results/tabulate_study/{corpus}/study.csv",
@@ -432,11 +440,12 @@ rule tabulate_study:
     conda:
         "../../envs/cpu.yaml"
     params:
-        arguments=study_arguments,
+        arguments=lambda w, input: ner_inputs.study_arguments(RUNS, input),
         title=config["ner"]["study_title"],
+        out_dir=folder_of("table"),
     shell:
         "synthdeid --log {log:q} tabulate-study --comparison {input.comparison:q}"
-        " {params.arguments} --title {params.title:q} --out-dir $(dirname {output.table:q})"
+        " {params.arguments} --title {params.title:q} --out-dir {params.out_dir:q}"
 
 
 rule study:

@@ -27,7 +27,10 @@ rule replace_surrogates:
         policies=as_json(config["surrogate"]["policies"]),
         consistency=config["surrogate"]["consistency"],
         key_file=config["surrogate"]["key_file"] or "",
-        key_fingerprint=surrogate_key_fingerprint,
+        # a new key reruns replace_surrogates
+        key_fingerprint=lambda w: key_fingerprint(
+            config["surrogate"]["key_file"], "replace_surrogates"
+        ),
     shell:
         "synthdeid --log {log:q} surrogate {input.notes:q} {output.notes:q}"
         " --labels {params.labels:q} --policies {params.policies:q}"

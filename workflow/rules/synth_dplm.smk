@@ -47,8 +47,8 @@ rule train_dp_lm:
         mem_mb=12000,
         runtime=240,
     params:
-        settings=dplm_training_settings,
-        dp=dp_switch,
+        settings=lambda w: as_json(synthesis.dplm_training_settings(DPLM, w.privacy)),
+        dp=lambda w: "--no-dp" if w.privacy == "non_dp" else "",
     shell:
         "synthdeid --log {log:q} train-dp-lm --masked {input.masked:q}"
         " --canaries {input.canaries:q} --allowlist {input.allowlist:q}"
@@ -111,7 +111,7 @@ rule audit_dp_lm:
     distinct-n and lengths against the real notes.
     """
     input:
-        unpack(audit_inputs),
+        unpack(lambda w: synthesis.audit_inputs(DPLM_MODELS, w.corpus)),
         masked=rules.mask_seeds.output.masked,
         canaries=rules.plant_canaries.output.canaries,
         notes=rules.split_notes.output.notes,
@@ -148,9 +148,9 @@ rule audit_dp_lm:
         "../../envs/cpu.yaml"
     threads: 2
     params:
-        runs=audit_arguments,
+        runs=lambda w, input: synthesis.audit_arguments(DPLM_MODELS, input),
         settings=as_json(DPLM["audit"]),
-        out_dir=audit_dir,
+        out_dir=folder_of("json"),
     shell:
         "synthdeid --log {log:q} audit-dp-lm {params.runs} --masked {input.masked:q}"
         " --canaries {input.canaries:q} --notes {input.notes:q}"
@@ -181,7 +181,9 @@ rule tapt_encoder:
         mem_mb=12000,
         runtime=120,
     params:
-        settings=tapt_settings(),
+        settings=as_json(
+            synthesis.tapt_settings(DPLM["tapt"], NER["training"]["model"])
+        ),
     shell:
         "synthdeid --log {log:q} tapt --corpus {input.pii:q} {input.no_pii:q}"
         " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"

@@ -6,7 +6,7 @@ rule prepare_tabular:
             summary.json (records, splits, domains)
     """
     input:
-        unpack(tabular_source_files),
+        unpack(lambda w: tabular.source_files(TABULAR["table"]["source"])),
         spec=TABULAR["table"]["spec"],
     output:
         prepared="results/prepare_tabular/{table}/prepared.parquet",
@@ -44,7 +44,7 @@ rule fit_dp_tabular:
     benchmark:
         "benchmarks/fit_dp_tabular/{table}/{synthesizer}/{budget}.tsv"
     wildcard_constraints:
-        synthesizer="|".join(MAIN_ENV_SYNTHESIZERS),
+        synthesizer="|".join(tabular.MAIN_ENV_SYNTHESIZERS),
     conda:
         "../../envs/cpu.yaml"
     threads: 1
@@ -77,14 +77,14 @@ rule fit_dp_gan_tabular:
         prepared=rules.prepare_tabular.output.prepared,
         spec=TABULAR["table"]["spec"],
     output:
-        samples="results/fit_dp_tabular/{table}/{synthesizer}/{budget}/samples.parquet",
-        privacy="results/fit_dp_tabular/{table}/{synthesizer}/{budget}/privacy.json",
+        samples="results/fit_dp_gan_tabular/{table}/{synthesizer}/{budget}/samples.parquet",
+        privacy="results/fit_dp_gan_tabular/{table}/{synthesizer}/{budget}/privacy.json",
     log:
-        "logs/fit_dp_tabular/{table}/{synthesizer}/{budget}.log",
+        "logs/fit_dp_gan_tabular/{table}/{synthesizer}/{budget}.log",
     benchmark:
-        "benchmarks/fit_dp_tabular/{table}/{synthesizer}/{budget}.tsv"
+        "benchmarks/fit_dp_gan_tabular/{table}/{synthesizer}/{budget}.tsv"
     wildcard_constraints:
-        synthesizer="|".join(DPGAN_ENV_SYNTHESIZERS),
+        synthesizer="|".join(tabular.DPGAN_ENV_SYNTHESIZERS),
     conda:
         "../../envs/gpu.yaml"
     threads: 2
@@ -116,7 +116,7 @@ rule evaluate_tabular:
     split; mean and spread over the samples; the real holdout as reference.
     """
     input:
-        unpack(tabular_sample_files),
+        unpack(lambda w: tabular.sample_files(TABLE, TABULAR_RUNS)),
         prepared=rules.prepare_tabular.output.prepared,
         spec=TABULAR["table"]["spec"],
     output:
@@ -145,9 +145,9 @@ rule evaluate_tabular:
         "../../envs/cpu.yaml"
     threads: 2
     params:
-        runs=tabular_run_arguments,
+        runs=lambda w, input: tabular.run_arguments(TABULAR_RUNS, input),
         settings=as_json(TABULAR["evaluation"]),
-        out_dir=tabular_evaluation_dir,
+        out_dir=folder_of("json"),
     shell:
         "synthdeid --log {log:q} evaluate-tabular --prepared {input.prepared:q}"
         " --spec {input.spec:q} {params.runs} --settings {params.settings:q}"
@@ -161,7 +161,7 @@ rule subsample_tabular:
     strata variables with the paper's 60/60/30/30/70 quotas scaled to size.
     """
     input:
-        samples=tabular_verbalized_samples,
+        samples=lambda w: verbalized_samples(TABULAR),
         spec=TABULAR["table"]["spec"],
     output:
         subsample="results/subsample_tabular/{table}/subsample.parquet",
@@ -209,9 +209,9 @@ rule verbalize_tabular:
     conda:
         "../../envs/gpu.yaml"
     resources:
-        gpu=tabular_verbalize_gpus,
+        gpu=synthesis.backend_gpus(TABULAR["verbalize"]["backend"]),
     params:
-        settings=tabular_verbalize_settings(),
+        settings=as_json(tabular.verbalize_settings(TABULAR["verbalize"])),
         cache=LLM_CACHE_DIR,
     shell:
         "synthdeid --log {log:q} verbalize-tabular --subsample {input.subsample:q}"
@@ -257,7 +257,7 @@ rule check_faithfulness:
     params:
         judge=as_json(TABULAR["faithfulness"]["judge"]),
         cache=LLM_CACHE_DIR,
-        out_dir=tabular_faithfulness_dir,
+        out_dir=folder_of("json"),
     shell:
         "synthdeid --log {log:q} check-faithfulness --reports {input.reports:q}"
         " --spec {input.spec:q} --judge-backend {params.judge:q}"

@@ -30,9 +30,9 @@ rule generate_templates:
     conda:
         "../../envs/gpu.yaml"
     resources:
-        gpu=template_gpus,
+        gpu=synthesis.backend_gpus(TEMPLATE["backend"]),
     params:
-        settings=template_settings(),
+        settings=as_json(synthesis.template_settings(TEMPLATE)),
         cache_dir=LLM_CACHE_DIR,
     shell:
         "synthdeid --log {log:q} generate-templates --masked {input.masked:q}"
@@ -82,19 +82,21 @@ use rule generate_templates as generate_control_templates with:
     # The control of an LLM template pool: backend none on the same seeds (each
     # masked seed its own template), for mixtures that pool template_none.
     output:
-        templates="results/generate_templates/{corpus}/control/templates.parquet",
-        summary="results/generate_templates/{corpus}/control/summary.json",
-        sent="results/generate_templates/{corpus}/control/local/templates.sent_requests.parquet",
+        templates="results/generate_control_templates/{corpus}/templates.parquet",
+        summary="results/generate_control_templates/{corpus}/summary.json",
+        sent="results/generate_control_templates/{corpus}/local/templates.sent_requests.parquet",
     log:
-        "logs/generate_templates/{corpus}/control.log",
+        "logs/generate_control_templates/{corpus}.log",
     benchmark:
-        "benchmarks/generate_templates/{corpus}/control.tsv"
+        "benchmarks/generate_control_templates/{corpus}.tsv"
     conda:
         "../../envs/cpu.yaml"
     resources:
         gpu=0,
     params:
-        settings=template_settings(backend={"kind": "none"}),
+        settings=as_json(
+            synthesis.template_settings(TEMPLATE, backend={"kind": "none"})
+        ),
         cache_dir=LLM_CACHE_DIR,
 
 
@@ -106,14 +108,14 @@ use rule fill_templates as fill_control_templates with:
         removed=rules.mask_seeds.output.removed,
         allowlist=TEMPLATE["allowlist"],
     output:
-        pii="results/fill_templates/{corpus}/control/pii.parquet",
-        no_pii="results/fill_templates/{corpus}/control/no_pii.parquet",
-        removals="results/fill_templates/{corpus}/control/removals.parquet",
-        summary="results/fill_templates/{corpus}/control/summary.json",
+        pii="results/fill_control_templates/{corpus}/pii.parquet",
+        no_pii="results/fill_control_templates/{corpus}/no_pii.parquet",
+        removals="results/fill_control_templates/{corpus}/removals.parquet",
+        summary="results/fill_control_templates/{corpus}/summary.json",
     log:
-        "logs/fill_templates/{corpus}/control.log",
+        "logs/fill_control_templates/{corpus}.log",
     benchmark:
-        "benchmarks/fill_templates/{corpus}/control.tsv"
+        "benchmarks/fill_control_templates/{corpus}.tsv"
     params:
         settings=as_json({**TEMPLATE["pools"], "against_seeds": False}),
         seed_parts=config["mask"]["parts"],
@@ -164,7 +166,7 @@ rule diagnose_synthetic:
     conda:
         "../../envs/cpu.yaml"
     params:
-        out_dir=diagnostics_dir,
+        out_dir=folder_of("json"),
     shell:
         "synthdeid --log {log:q} diagnose-synthetic"
         ' --subset "real train={input.notes}:train"'

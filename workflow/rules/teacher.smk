@@ -6,7 +6,7 @@ rule label_teacher:
     student. GPU rule for a model teacher or a local transformers LLM.
     """
     input:
-        unpack(teacher_inputs),
+        unpack(lambda w: TEACHERS.inputs(w.teacher, w.corpus, RUNS)),
     output:
         labels="results/label_teacher/{corpus}/{teacher}/{subset}/labels.parquet",
         silver="results/label_teacher/{corpus}/{teacher}/{subset}/silver.parquet",
@@ -22,24 +22,25 @@ rule label_teacher:
         "../../envs/gpu.yaml"
     threads: 2
     resources:
-        gpu=teacher_gpus,
+        gpu=lambda w: TEACHERS.gpus(w.teacher),
         mem_mb=8000,
     params:
-        settings=teacher_settings,
+        settings=lambda w: as_json(TEACHERS.settings(w.teacher)),
         parts=teacher_parts,
-        model=teacher_model_argument,
+        model=lambda w, input: teachers.model_argument(input),
         cache_dir=TEACHER_CACHE_DIR,
+        out_dir=folder_of("silver"),
     shell:
         "synthdeid --log {log:q} label-teacher --notes {input.notes:q} --parts {params.parts}"
         " --teacher {wildcards.teacher:q} --settings {params.settings:q} {params.model}"
         " --cache-dir {params.cache_dir:q} --threads {threads}"
-        " --out-dir $(dirname {output.silver:q})"
+        " --out-dir {params.out_dir:q}"
 
 
 rule combine_teachers:
     """Combine member teachers' labels into an ensemble teacher's (union or vote per label)."""
     input:
-        unpack(ensemble_member_files),
+        unpack(lambda w: TEACHERS.member_files(w.teacher, w.subset, w.corpus)),
     output:
         labels="results/combine_teachers/{corpus}/{teacher}/{subset}/labels.parquet",
         silver="results/combine_teachers/{corpus}/{teacher}/{subset}/silver.parquet",
@@ -52,18 +53,19 @@ rule combine_teachers:
     conda:
         "../../envs/cpu.yaml"
     params:
-        members=ensemble_member_arguments,
-        policy=ensemble_policy,
+        members=lambda w, input: TEACHERS.member_arguments(w.teacher, input),
+        policy=lambda w: as_json(TEACHERS.entries[w.teacher].get("policy") or {}),
+        out_dir=folder_of("silver"),
     shell:
         "synthdeid --log {log:q} combine-teachers {params.members} --policy {params.policy:q}"
-        " --teacher {wildcards.teacher:q} --out-dir $(dirname {output.silver:q})"
+        " --teacher {wildcards.teacher:q} --out-dir {params.out_dir:q}"
 
 
 rule evaluate_teacher:
     """Score a teacher's labels against gold: the holdout notes, or its silver pool (label noise)."""
     input:
         gold=rules.split_notes.output.notes,
-        labels=teacher_labels_file,
+        labels=lambda w: TEACHERS.labels_file(w.teacher, w.subset, w.corpus),
     output:
         metrics="results/evaluate_teacher/{corpus}/{teacher}/{subset}/metrics.json",
         table="results/evaluate_teacher/{corpus}/{teacher}/{subset}/metrics.md",
@@ -77,21 +79,22 @@ rule evaluate_teacher:
         "../../envs/cpu.yaml"
     params:
         parts=teacher_parts,
-        skip=teacher_skip_unpredicted,
+        skip=lambda w: "--skip-unpredicted" if w.subset == "pool" else "",
         resamples=config["ner"]["evaluation"]["resamples"],
         seed=config["ner"]["evaluation"]["seed"],
+        out_dir=folder_of("metrics"),
     shell:
         "synthdeid --log {log:q} evaluate-ner --gold {input.gold:q}"
         " --predictions {input.labels:q} --run teacher:{wildcards.teacher}:{wildcards.subset}"
         " --parts {params.parts:q} {params.skip} --resamples {params.resamples}"
-        " --seed {params.seed} --out-dir $(dirname {output.metrics:q})"
+        " --seed {params.seed} --out-dir {params.out_dir:q}"
 
 
 rule compare_teacher:
     """Teacher vs student on the gold holdout, per label, with paired tests (SHIELD, Table 2)."""
     input:
         teacher="results/evaluate_teacher/{corpus}/{teacher}/holdout/metrics.json",
-        student=student_metrics,
+        student=refusing(lambda w: TEACHERS.student_metrics(w.teacher, w.corpus, RUNS)),
     output:
         table="results/compare_teacher/{corpus}/{teacher}/distillation.md",
         html=report(
@@ -115,13 +118,14 @@ rule compare_teacher:
     conda:
         "../../envs/cpu.yaml"
     params:
-        runs=teacher_student_arguments,
+        runs=lambda w, input: TEACHERS.distillation_arguments(w.teacher, RUNS, input),
         resamples=config["ner"]["evaluation"]["resamples"],
         seed=config["ner"]["evaluation"]["seed"],
+        out_dir=folder_of("table"),
     shell:
         "synthdeid --log {log:q} compare-teacher {params.runs}"
         " --resamples {params.resamples} --seed {params.seed}"
-        " --out-dir $(dirname {output.table:q})"
+        " --out-dir {params.out_dir:q}"
 
 
 rule measure_silver_noise:
@@ -129,11 +133,11 @@ rule measure_silver_noise:
     input:
         silver="results/evaluate_teacher/{corpus}/{teacher}/pool/metrics.json",
     output:
-        table="results/compare_teacher/{corpus}/{teacher}/silver_noise.md",
-        csv="results/compare_teacher/{corpus}/{teacher}/silver_noise.csv",
-        json="results/compare_teacher/{corpus}/{teacher}/silver_noise.json",
+        table="results/measure_silver_noise/{corpus}/{teacher}/silver_noise.md",
+        csv="results/measure_silver_noise/{corpus}/{teacher}/silver_noise.csv",
+        json="results/measure_silver_noise/{corpus}/{teacher}/silver_noise.json",
         figure=report(
-            "results/compare_teacher/{corpus}/{teacher}/silver_noise.png",
+            "results/measure_silver_noise/{corpus}/{teacher}/silver_noise.png",
             caption="../report/silver_noise.rst",
             category="Teacher labelling",
             subcategory="{teacher}",
@@ -144,9 +148,11 @@ rule measure_silver_noise:
     conda:
         "../../envs/cpu.yaml"
     params:
+        silver=lambda w, input: teachers.silver_argument(w.teacher, input.silver),
         resamples=config["ner"]["evaluation"]["resamples"],
         seed=config["ner"]["evaluation"]["seed"],
+        out_dir=folder_of("table"),
     shell:
-        "synthdeid --log {log:q} compare-teacher --silver {wildcards.teacher}=$(dirname {input.silver:q})"
+        "synthdeid --log {log:q} compare-teacher {params.silver}"
         " --resamples {params.resamples} --seed {params.seed}"
-        " --out-dir $(dirname {output.table:q})"
+        " --out-dir {params.out_dir:q}"

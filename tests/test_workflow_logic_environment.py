@@ -4,7 +4,7 @@ import os
 import sys
 from pathlib import Path
 
-from synthdeid.workflow_support import ensure_cli_on_path
+from synthdeid.workflow.environment import ensure_cli_on_path
 
 
 def test_cli_of_the_running_interpreter_is_put_on_path(monkeypatch) -> None:

@@ -1,4 +1,4 @@
-"""Small helpers the Snakefile uses at parse time (kept here so they are tested Python)."""
+"""The `synthdeid` command of the running interpreter, findable by the rules (parse time)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,47 @@
+"""The corpora the workflow reads: where each lies, its files, the evaluation corpora.
+
+A corpus entry is ``config["corpus"]`` or one of ``evaluation.corpora``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from synthdeid.errors import ConfigError
+from synthdeid.readers import get_reader
+
+
+def corpus_path(settings: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Path:
+    """A corpus location: from the environment variable named by path_env, or path."""
+    environ = os.environ if environ is None else environ
+    variable = settings.get("path_env")
+    if variable:
+        value = environ.get(variable)
+        if not value:
+            raise ConfigError(
+                f"corpus {settings['name']!r}: path_env is {variable!r} but that environment "
+                f"variable is not set; export {variable}=/path/to/the/corpus"
+            )
+        return Path(value)
+    return Path(settings["path"])
+
+
+def reader_files(
+    settings: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """Every file a corpus reader will read, so that a changed file reruns its ingest."""
+    path = corpus_path(settings, environ)
+    files = get_reader(settings["format"]).input_files(path)
+    if not files:
+        raise ConfigError(
+            f"corpus {settings['name']!r}: no {settings['format']} corpus files found at {path}"
+        )
+    return [str(f) for f in files]
+
+
+def evaluation_corpora(entries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """evaluation.corpora by name (a later entry of a repeated name wins; checks refuse it)."""
+    return {entry["name"]: dict(entry) for entry in entries}

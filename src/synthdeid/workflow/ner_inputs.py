@@ -1,0 +1,139 @@
+"""Inputs, settings and CLI arguments of the NER rules, from the expanded runs."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from synthdeid.ner.sweeps import ARM
+from synthdeid.workflow.arguments import flags, joined, parent
+from synthdeid.workflow.ner_runs import NerRuns
+from synthdeid.workflow.pools import tapt_model
+
+
+def mixture_file(corpus: str, run: str, name: str) -> str:
+    """A file of a run's mixture (train.parquet, validation.parquet, summary.json)."""
+    return f"results/build_mixture/{corpus}/{run}/{name}"
+
+
+def metrics_file(corpus: str, run: str) -> str:
+    """A run's scores on its own holdout (evaluate_ner)."""
+    return f"results/evaluate_ner/{corpus}/{run}/metrics.json"
+
+
+def cross_metrics_file(corpus: str, run: str, target: str) -> str:
+    """A run's scores on a corpus of evaluation.corpora (evaluate_ner_cross)."""
+    return f"results/evaluate_ner_cross/{corpus}/{run}/{target}/metrics.json"
+
+
+def run_tapt_model(runs: NerRuns, run: str, corpus: str) -> str | None:
+    """The adapted encoder a run starts from, or None for a run without TAPT."""
+    return tapt_model(runs.runs[run].get("tapt"), corpus, run)
+
+
+def tapt_input(runs: NerRuns, run: str, corpus: str) -> dict[str, str]:
+    """train_ner's TAPT input: the adapted encoder (nothing for a run without TAPT)."""
+    model = run_tapt_model(runs, run, corpus)
+    return {"tapt": model} if model else {}
+
+
+def training_settings(runs: NerRuns, run: str, corpus: str) -> dict[str, Any]:
+    """The run's training settings; a run with `tapt` starts from the adapted encoder."""
+    settings = runs.training(run)
+    model = run_tapt_model(runs, run, corpus)
+    if model:
+        settings["model"] = model
+    return settings
+
+
+def development_inputs(runs: NerRuns, run: str, corpus: str) -> dict[str, str]:
+    """A trained run's model, and its validation and training notes."""
+    return {
+        "model": runs.model_dir(run, corpus),
+        "validation": mixture_file(corpus, run, "validation.parquet"),
+        "train": mixture_file(corpus, run, "train.parquet"),
+    }
+
+
+def stacked_inputs(runs: NerRuns, run: str, corpus: str) -> dict[str, str]:
+    """The base run's model, and its validation and training notes (development notes)."""
+    return development_inputs(runs, runs.stacked[run], corpus)
+
+
+def ensemble_inputs(runs: NerRuns, run: str, corpus: str) -> dict[str, str]:
+    """Each member's model, and its validation and training notes (operating point)."""
+    inputs: dict[str, str] = {}
+    for member in runs.ensembles[run]:
+        member_inputs = development_inputs(runs, member, corpus)
+        inputs.update({f"{key}_{member}": path for key, path in member_inputs.items()})
+    return inputs
+
+
+def ensemble_arguments(runs: NerRuns, run: str, inputs: Mapping[str, str]) -> str:
+    """--member NAME=DIR, --validation and --train for each member of an ensemble run."""
+    return " ".join(
+        f"{flags('--member', [(member, inputs[f'model_{member}'])])}"
+        f" --validation {shlex.quote(inputs[f'validation_{member}'])}"
+        f" --train {shlex.quote(inputs[f'train_{member}'])}"
+        for member in runs.ensembles[run]
+    )
+
+
+def evaluation_outputs(runs: NerRuns, corpus: str) -> dict[str, str]:
+    """compare_ner's inputs: every run's metrics on its own holdout, by run."""
+    return {run: metrics_file(corpus, run) for run in runs.runs}
+
+
+def cross_outputs(runs: NerRuns, targets: Collection[str], corpus: str) -> dict[str, str]:
+    """metrics.json of every run on every corpus of evaluation.corpora."""
+    return {
+        f"cross_{target}_{run}": cross_metrics_file(corpus, run, target)
+        for target in targets
+        for run in runs.runs
+    }
+
+
+def compare_arguments(runs: NerRuns, inputs: Mapping[str, str]) -> str:
+    """--run NAME=DIR for compare_ner, from the metrics files of every run, and
+    --arm NAME=ARM for each run of an arm with training seeds or a sweep."""
+    arm_runs = [
+        (run, entry[ARM])
+        for run, entry in runs.runs.items()
+        if entry.get(ARM) and entry[ARM] != run
+    ]
+    return joined(
+        flags("--run", ((run, parent(inputs[run])) for run in runs.runs)), flags("--arm", arm_runs)
+    )
+
+
+def cross_arguments(
+    corpus: str, targets: Collection[str], runs: NerRuns, inputs: Mapping[str, str]
+) -> str:
+    """--corpus-name and one --cross CORPUS RUN DIR per run and corpus, for compare_ner."""
+    arguments = [f"--corpus-name {shlex.quote(corpus)}"]
+    arguments += [
+        "--cross "
+        + " ".join(
+            shlex.quote(value) for value in (target, run, parent(inputs[f"cross_{target}_{run}"]))
+        )
+        for target in targets
+        for run in runs.runs
+    ]
+    return " ".join(arguments)
+
+
+def study_inputs(runs: NerRuns, corpus: str) -> dict[str, str]:
+    """Each trained run's mixture summary, and the DP model's privacy record where used."""
+    inputs = {f"mixture_{run}": mixture_file(corpus, run, "summary.json") for run in runs.trained}
+    if runs.dp_model_runs():
+        inputs["privacy"] = f"results/train_dp_lm/{corpus}/dp/privacy.json"
+    return inputs
+
+
+def study_arguments(runs: NerRuns, inputs: Mapping[str, str]) -> str:
+    """--mixture RUN=SUMMARY per trained run, --privacy RUN=PRIVACY per DP-model run."""
+    return joined(
+        flags("--mixture", ((run, inputs[f"mixture_{run}"]) for run in runs.trained)),
+        flags("--privacy", ((run, inputs["privacy"]) for run in runs.dp_model_runs())),
+    )

@@ -1,0 +1,94 @@
+"""Every table the rules read, built once from the validated config after every cross-check."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from synthdeid.workflow.checks import (
+    check_ensemble_runs,
+    check_error_report,
+    check_evaluation_corpora,
+    check_split,
+    check_stacked_runs,
+    check_teachers,
+)
+from synthdeid.workflow.corpora import evaluation_corpora
+from synthdeid.workflow.ner_inputs import metrics_file
+from synthdeid.workflow.ner_runs import NerRuns
+from synthdeid.workflow.pools import Pool, pool_table
+from synthdeid.workflow.surrogate_key import check_demo_key
+from synthdeid.workflow.tabular import TabularRun, tabular_runs
+from synthdeid.workflow.teachers import Teachers
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The runs, teachers, pools, further corpora and tabular fits of one config."""
+
+    corpus: str
+    table: str
+    runs: NerRuns
+    teachers: Teachers
+    pools: dict[str, Pool]
+    evaluation_corpora: dict[str, dict[str, Any]]
+    tabular_runs: list[TabularRun]
+    error_report_runs: list[str]
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Tables:
+        """The tables of a config validated against the schema (defaults filled in).
+
+        ConfigError for the first value that cannot work, checked in this order:
+        split fractions, the demo key, the runs and the reference run, ensemble
+        and stacked runs, error-report runs, evaluation corpora, teachers.
+        """
+        corpus = config["corpus"]["name"]
+        check_split(config["split"]["fractions"])
+        check_demo_key(config["corpus"], config["surrogate"]["key_file"])
+        ner = config["ner"]
+        runs = NerRuns.from_config(ner)
+        check_ensemble_runs(runs)
+        check_stacked_runs(runs)
+        check_error_report(runs, ner["error_report"]["runs"])
+        further = config.get("evaluation", {}).get("corpora", [])
+        check_evaluation_corpora(further, corpus)
+        teachers = Teachers.from_config(config["teacher"])
+        check_teachers(teachers, runs)
+        tabular = config["synth"]["tabular"]
+        table = tabular["table"]["name"]
+        return cls(
+            corpus=corpus,
+            table=table,
+            runs=runs,
+            teachers=teachers,
+            pools=pool_table(table, teachers.silver_pools(), teachers.parts),
+            evaluation_corpora=evaluation_corpora(further),
+            tabular_runs=tabular_runs(tabular),
+            error_report_runs=list(ner["error_report"]["runs"]),
+        )
+
+    def targets(self) -> list[str]:
+        """What `snakemake` (rule all) builds: every stage's final outputs."""
+        corpus, table = self.corpus, self.table
+        return [
+            f"results/ingest_corpus/{corpus}/notes.parquet",
+            f"results/split_notes/{corpus}/notes.parquet",
+            f"results/mask_seeds/{corpus}/masked.parquet",
+            f"results/plot_corpus_overview/{corpus}/overview.png",
+            f"results/replace_surrogates/{corpus}/notes.parquet",
+            f"results/fill_templates/{corpus}/pii.parquet",
+            f"results/diagnose_synthetic/{corpus}/diagnostics.json",
+            f"results/audit_dp_lm/{corpus}/audit.json",
+            f"results/evaluate_tabular/{table}/comparison.json",
+            f"results/check_faithfulness/{table}/faithfulness.json",
+            *[metrics_file(corpus, run) for run in self.runs.runs],
+            *[
+                f"results/report_errors/{corpus}/{run}/summary.json"
+                for run in self.error_report_runs
+            ],
+            f"results/compare_ner/{corpus}/runs.png",
+            f"results/tabulate_study/{corpus}/study.png",
+            *self.teachers.targets(corpus),
+        ]

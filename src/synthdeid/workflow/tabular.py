@@ -1,0 +1,109 @@
+"""The DP tabular branch's runs: one fit per synthesizer and budget, and what reads them.
+
+A budget is ``eps<epsilon>`` for each configured epsilon of a DP synthesizer,
+``non_dp`` for a baseline. SmartNoise's GAN synthesizers fit in their own
+environment family (rule fit_dp_gan_tabular), the others in fit_dp_tabular.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from synthdeid.errors import ConfigError
+from synthdeid.tabular.synthesizers import DPGAN_ENV, SYNTHESIZERS
+from synthdeid.workflow.arguments import flags
+
+MAIN_ENV_SYNTHESIZERS = [name for name, info in SYNTHESIZERS.items() if info.env != DPGAN_ENV]
+DPGAN_ENV_SYNTHESIZERS = [name for name, info in SYNTHESIZERS.items() if info.env == DPGAN_ENV]
+NON_DP = "non_dp"
+# settings of synth.tabular.verbalize that verbalize_tabular takes (not its prompt file)
+VERBALIZE_KEYS = ("backend", "rules", "generation", "seed", "fill_seed")
+
+
+def budget(synthesizer: str, epsilon: float) -> str:
+    """The budget a synthesizer is fitted at: eps<epsilon> when DP, else non_dp."""
+    return f"eps{epsilon:g}" if SYNTHESIZERS[synthesizer].dp else NON_DP
+
+
+def budgets(synthesizer: str, epsilons: Sequence[float]) -> list[str]:
+    """eps<epsilon> for each epsilon of a DP synthesizer; non_dp for a baseline."""
+    if SYNTHESIZERS[synthesizer].dp:
+        return [budget(synthesizer, epsilon) for epsilon in epsilons]
+    return [NON_DP]
+
+
+@dataclass(frozen=True)
+class TabularRun:
+    """One fitted synthesizer: its input name in evaluate_tabular, synthesizer and budget."""
+
+    key: str
+    synthesizer: str
+    budget: str
+
+    @property
+    def label(self) -> str:
+        """The synthesizer as the comparison table shows it."""
+        if self.budget == NON_DP:
+            return self.synthesizer
+        return f"{self.synthesizer} (eps {self.budget.removeprefix('eps')})"
+
+
+def tabular_runs(tabular: Mapping[str, Any]) -> list[TabularRun]:
+    """Every fitted synthesizer of synth.tabular, in config order."""
+    return [
+        TabularRun(f"{name}_{run_budget}".replace(".", "_"), name, run_budget)
+        for name in tabular["synthesizers"]
+        for run_budget in budgets(name, tabular["epsilons"])
+    ]
+
+
+def fit_rule(synthesizer: str) -> str:
+    """The rule that fits a synthesizer (by its environment family)."""
+    return "fit_dp_gan_tabular" if SYNTHESIZERS[synthesizer].env == DPGAN_ENV else "fit_dp_tabular"
+
+
+def samples_path(table: str, synthesizer: str, run_budget: str) -> str:
+    return f"results/{fit_rule(synthesizer)}/{table}/{synthesizer}/{run_budget}/samples.parquet"
+
+
+def sample_files(table: str, runs: Sequence[TabularRun]) -> dict[str, str]:
+    """evaluate_tabular's inputs: every fitted synthesizer's samples."""
+    return {run.key: samples_path(table, run.synthesizer, run.budget) for run in runs}
+
+
+def run_arguments(runs: Sequence[TabularRun], inputs: Mapping[str, str]) -> str:
+    """--run LABEL=SAMPLES for every fitted synthesizer (labels as the table shows them)."""
+    return flags("--run", ((run.label, inputs[run.key]) for run in runs))
+
+
+def budget_arguments(run_budget: str, preprocessor_epsilon: float) -> str:
+    """fit-dp-tabular's privacy flags for a budget (none for a baseline)."""
+    if run_budget == NON_DP:
+        return ""
+    return (
+        f"--epsilon {run_budget.removeprefix('eps')} --preprocessor-epsilon {preprocessor_epsilon}"
+    )
+
+
+def source_files(source: Mapping[str, Any]) -> dict[str, str]:
+    """The source table file (nothing for a scikit-learn dataset), so a new file reruns."""
+    return {"source": source["path"]} if "path" in source else {}
+
+
+def verbalized_samples(tabular: Mapping[str, Any]) -> str:
+    """The samples of the synthesizer whose rows are verbalized (Lorenzo et al. 2026: PATE-CTGAN)."""
+    name = tabular["subsample"]["synthesizer"]
+    if name not in tabular["synthesizers"]:
+        raise ConfigError(
+            f"synth.tabular.subsample.synthesizer {name!r} is not one of "
+            f"synth.tabular.synthesizers {tabular['synthesizers']}"
+        )
+    epsilon = tabular["subsample"]["epsilon"] or tabular["epsilons"][0]
+    return samples_path(tabular["table"]["name"], name, budget(name, epsilon))
+
+
+def verbalize_settings(verbalize: Mapping[str, Any]) -> dict[str, Any]:
+    """The verbalize_tabular slice of synth.tabular.verbalize."""
+    return {key: verbalize[key] for key in VERBALIZE_KEYS}

@@ -1,0 +1,242 @@
+"""The NER run table and what the NER rules read from it: inputs, settings, CLI arguments."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import pytest
+
+from synthdeid.errors import ConfigError
+from synthdeid.workflow import ner_inputs
+from synthdeid.workflow.ner_runs import NerRuns
+from synthdeid.workflow.pools import (
+    SEED_TEXT_NOTES,
+    TAPT_MODELS,
+    pool_arguments,
+    pool_files,
+    pool_parts,
+    pool_table,
+    tapt_model,
+)
+
+MIXTURE = {"regime": "augmentation", "synthetic_fraction": 0.5, "seed": 1}
+REAL = {"name": "real", "mixture": {**MIXTURE, "synthetic_fraction": 0.0}}
+SWEPT = {
+    "name": "dplm",
+    "pools": ["dplm_pii"],
+    "mixture": MIXTURE,
+    "training": {"epochs": 3},
+    "sweep": {"synthetic_fraction": [0.25, 0.5]},
+    "training_seeds": [1, 2],
+}
+TAPT = {"name": "tapt", "tapt": "own", "mixture": MIXTURE, "operating_point": {"rule": "f1"}}
+ENSEMBLE = {"name": "both", "members": ["real", "tapt"]}
+STACKED = {"name": "lex", "base": "real", "lexicons": ["first_names"]}
+TRAINING = {"model": "encoder", "epochs": 6, "operating_point": {"rule": "recall"}}
+
+
+def ner(*runs: dict[str, Any], **settings: Any) -> dict[str, Any]:
+    return {
+        "runs": list(runs),
+        "training_seeds": None,
+        "arm_seeds": {},
+        "reference_run": None,
+        "training": TRAINING,
+        **settings,
+    }
+
+
+@pytest.fixture(scope="module")
+def table() -> NerRuns:
+    return NerRuns.from_config(ner(REAL, SWEPT, TAPT, ENSEMBLE, STACKED))
+
+
+# ---------------------------------------------------------------- the run table
+
+
+def test_runs_are_expanded_with_arms_and_kinds(table: NerRuns) -> None:
+    assert list(table.runs) == [
+        "real",
+        "dplm-syn25-seed1",
+        "dplm-syn25-seed2",
+        "dplm-syn50-seed1",
+        "dplm-syn50-seed2",
+        "tapt",
+        "both",
+        "lex",
+    ]
+    assert table.arms["dplm-syn25"] == ["dplm-syn25-seed1", "dplm-syn25-seed2"]
+    assert table.arms["both"] == ["both"]
+    assert table.ensembles == {"both": ["real", "tapt"]}
+    assert table.stacked == {"lex": "real"}
+    assert table.trained == [name for name in table.runs if name not in ("both", "lex")]
+    assert table.dp_model_runs() == [name for name in table.runs if name.startswith("dplm")]
+
+
+def test_the_reference_is_the_first_arm_unless_a_run_or_arm_is_named() -> None:
+    runs = (SWEPT, REAL)
+    first = NerRuns.from_config(ner(*runs))
+    assert (first.reference_arm, first.reference_run) == ("dplm-syn25", "dplm-syn25-seed1")
+    by_run = NerRuns.from_config(ner(*runs, reference_run="dplm-syn50-seed2"))
+    assert (by_run.reference_arm, by_run.reference_run) == ("dplm-syn50", "dplm-syn50-seed1")
+    by_arm = NerRuns.from_config(ner(*runs, reference_run="real"))
+    assert (by_arm.reference_arm, by_arm.reference_run) == ("real", "real")
+
+
+def test_a_reference_naming_neither_run_nor_arm_is_refused() -> None:
+    with pytest.raises(ConfigError) as err:
+        NerRuns.from_config(ner(REAL, reference_run="dplm"))
+    assert str(err.value) == (
+        "ner.reference_run 'dplm' is neither a run nor an arm: runs ['real'], arms ['real']"
+    )
+
+
+def test_a_bad_expansion_is_refused_with_the_config_prefix() -> None:
+    with pytest.raises(ConfigError) as err:
+        NerRuns.from_config(ner(REAL, {**STACKED, "training_seeds": [1, 2]}))
+    assert str(err.value).startswith("config: ner run 'lex' stacks lexicons over a trained run")
+
+
+def test_each_kind_of_run_has_its_model_folder(table: NerRuns) -> None:
+    assert table.model_dir("real", "demo") == "results/train_ner/demo/real/model"
+    assert table.model_dir("both", "demo") == "results/ensemble_ner/demo/both/model"
+    assert table.model_dir("lex", "demo") == "results/stack_lexicons/demo/lex/model"
+
+
+def test_training_and_operating_point_settings(table: NerRuns) -> None:
+    assert table.training("real") == TRAINING
+    assert table.training("dplm-syn50-seed2") == {**TRAINING, "epochs": 3, "seed": 2}
+    assert table.operating_point("tapt") == {"rule": "f1"}
+    assert table.operating_point("both") == {"rule": "recall"}
+    no_rule = NerRuns.from_config({**ner(REAL), "training": {"model": "encoder"}})
+    assert no_rule.operating_point("real") == {}
+
+
+def test_a_name_gives_a_run_or_its_arms_first_seed(table: NerRuns) -> None:
+    assert table.named_run("real") == "real"
+    assert table.named_run("dplm-syn25-seed2") == "dplm-syn25-seed2"
+    assert table.named_run("dplm-syn50") == "dplm-syn50-seed1"
+    assert table.named_run("nobody") is None
+    assert table.named_run(None) is None
+
+
+# ---------------------------------------------------------------- pools and encoders
+
+
+def test_pools_with_the_teachers_silver_pools() -> None:
+    pools = pool_table(
+        "breast_cancer",
+        {"union": "results/combine_teachers/{corpus}/union/pool/silver.parquet"},
+        ["seed", "train"],
+    )
+    assert pools["template_none"].path == "results/fill_control_templates/{corpus}/pii.parquet"
+    assert pools["tabular_reports"].path == "results/verbalize_tabular/breast_cancer/pii.parquet"
+    assert pools["silver_union"].parts == ("seed", "train")
+    names = ["surrogates", "dplm_pii", "silver_union"]
+    assert pool_files(pools, names, "demo") == {
+        "surrogates": "results/replace_surrogates/demo/notes.parquet",
+        "dplm_pii": "results/sample_dp_lm/demo/dp/pii.parquet",
+        "silver_union": "results/combine_teachers/demo/union/pool/silver.parquet",
+    }
+    assert pool_parts(pools, names) == ["seed", "synthetic", "train"]
+    assert pool_parts(pools, []) == ["seed"]
+    inputs = {"surrogates": "a b/notes.parquet", "dplm_pii": "pii.parquet"}
+    assert pool_arguments(["surrogates", "dplm_pii"], inputs) == (
+        "--pool 'surrogates=a b/notes.parquet' --pool dplm_pii=pii.parquet"
+    )
+
+
+def test_adapted_encoders_lie_in_their_rules_folders() -> None:
+    assert tapt_model(None, "demo", "real") is None
+    assert tapt_model("own", "demo", "real") == "results/tapt_encoder_own/demo/real/model"
+    assert tapt_model("seeds_masked", "demo", "real") == (
+        "results/tapt_encoder_seeds/demo/masked/model"
+    )
+    for name, path in TAPT_MODELS.items():
+        rule = "tapt_encoder" if name == "dplm" else f"tapt_encoder_{name.split('_')[0]}"
+        assert path.startswith(f"results/{rule}/")
+    assert set(SEED_TEXT_NOTES) == {
+        name.removeprefix("seeds_") for name in TAPT_MODELS if name.startswith("seeds_")
+    }
+
+
+# ---------------------------------------------------------------- NER rule inputs
+
+
+def test_training_inputs_and_settings_follow_tapt(table: NerRuns) -> None:
+    assert ner_inputs.tapt_input(table, "real", "demo") == {}
+    assert ner_inputs.training_settings(table, "real", "demo") == TRAINING
+    own = "results/tapt_encoder_own/demo/tapt/model"
+    assert ner_inputs.tapt_input(table, "tapt", "demo") == {"tapt": own}
+    assert ner_inputs.training_settings(table, "tapt", "demo")["model"] == own
+
+
+def test_ensemble_and_stacked_inputs_and_arguments(table: NerRuns) -> None:
+    assert ner_inputs.stacked_inputs(table, "lex", "demo") == {
+        "model": "results/train_ner/demo/real/model",
+        "validation": "results/build_mixture/demo/real/validation.parquet",
+        "train": "results/build_mixture/demo/real/train.parquet",
+    }
+    inputs = ner_inputs.ensemble_inputs(table, "both", "demo")
+    assert list(inputs) == [
+        "model_real",
+        "validation_real",
+        "train_real",
+        "model_tapt",
+        "validation_tapt",
+        "train_tapt",
+    ]
+    assert inputs["train_tapt"] == "results/build_mixture/demo/tapt/train.parquet"
+    words = shlex.split(ner_inputs.ensemble_arguments(table, "both", inputs))
+    assert words[:6] == [
+        "--member",
+        "real=results/train_ner/demo/real/model",
+        "--validation",
+        "results/build_mixture/demo/real/validation.parquet",
+        "--train",
+        "results/build_mixture/demo/real/train.parquet",
+    ]
+    assert words[6:8] == ["--member", "tapt=results/train_ner/demo/tapt/model"]
+
+
+def test_compare_ner_gets_every_run_its_arm_and_every_cross_corpus_score(table: NerRuns) -> None:
+    outputs = ner_inputs.evaluation_outputs(table, "demo")
+    assert outputs["real"] == "results/evaluate_ner/demo/real/metrics.json"
+    words = shlex.split(ner_inputs.compare_arguments(table, outputs))
+    assert words[:2] == ["--run", "real=results/evaluate_ner/demo/real"]
+    assert words.count("--run") == len(table.runs)
+    # only runs of an arm with seeds or a sweep say their arm
+    assert words.count("--arm") == 4 and "dplm-syn25-seed1=dplm-syn25" in words
+    cross = ner_inputs.cross_outputs(table, ["ext"], "demo")
+    assert cross["cross_ext_real"] == "results/evaluate_ner_cross/demo/real/ext/metrics.json"
+    arguments = ner_inputs.cross_arguments("my corpus", ["ext"], table, cross)
+    assert arguments.startswith(
+        "--corpus-name 'my corpus' --cross ext real results/evaluate_ner_cross/demo/real/ext"
+    )
+    assert arguments.count("--cross") == len(table.runs)
+    assert ner_inputs.cross_arguments("demo", [], table, {}) == "--corpus-name demo"
+
+
+def test_compare_arguments_without_arms_end_with_the_runs() -> None:
+    table = NerRuns.from_config(ner(REAL))
+    assert ner_inputs.compare_arguments(table, {"real": "r/real/metrics.json"}) == (
+        "--run real=r/real"
+    )
+
+
+def test_the_study_reads_mixtures_and_the_dp_privacy_where_used(table: NerRuns) -> None:
+    inputs = ner_inputs.study_inputs(table, "demo")
+    assert inputs["mixture_real"] == "results/build_mixture/demo/real/summary.json"
+    assert inputs["privacy"] == "results/train_dp_lm/demo/dp/privacy.json"
+    assert "mixture_both" not in inputs and "mixture_lex" not in inputs
+    words = shlex.split(ner_inputs.study_arguments(table, inputs))
+    assert words.count("--mixture") == len(table.trained)
+    assert words.count("--privacy") == 4
+    assert "dplm-syn25-seed1=results/train_dp_lm/demo/dp/privacy.json" in words
+    plain = NerRuns.from_config(ner(REAL))
+    plain_inputs = ner_inputs.study_inputs(plain, "demo")
+    assert "privacy" not in plain_inputs
+    assert ner_inputs.study_arguments(plain, plain_inputs) == (
+        "--mixture real=results/build_mixture/demo/real/summary.json"
+    )
