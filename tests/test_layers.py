@@ -43,7 +43,6 @@ LAYERS: Layers = (
             "local_only",
             "prompt_file",
             "probe_env",
-            "workflow_support",
             "devices",
             "detectors",
             "stats",
