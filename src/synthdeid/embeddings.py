@@ -27,7 +27,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from synthdeid.ner.model import pick_device, resolve_model_name
+from synthdeid.ner.model import resolve_model_name
+from synthdeid.runtime import pick_device
 
 log = logging.getLogger(__name__)
 

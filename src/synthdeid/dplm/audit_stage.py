@@ -35,10 +35,11 @@ from synthdeid.artifacts import (
     read_parquet_with_provenance,
     write_json_atomic,
 )
-from synthdeid.cli_types import input_dir, input_file, output_dir, positive_int
+from synthdeid.cli_types import input_dir, input_file, output_dir
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.report import number_or_na
 from synthdeid.notes import read_notes
+from synthdeid.runtime import add_runtime_arguments, pick_device, set_threads
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +76,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notes", required=True, type=input_file, help="split notes.parquet")
     parser.add_argument("--settings", type=json.loads, default={}, help="JSON: synth.dplm.audit")
     parser.add_argument("--out-dir", required=True, type=output_dir)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=positive_int, default=None)
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser)
 
 
 def read_samples(path: Path) -> tuple[list[str], dict[str, Any] | None]:
@@ -257,8 +256,6 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
-    import torch
-
     from synthdeid.dplm.canaries import canary_report, reference_canaries
     from synthdeid.dplm.canary_stage import read_canaries
     from synthdeid.dplm.memorization import (
@@ -271,7 +268,6 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.dplm.rouge import RougeIndex
     from synthdeid.dplm.text_quality import distinct_n
     from synthdeid.evaluation.report import markdown_to_html
-    from synthdeid.ner.model import pick_device
 
     settings = dict(args.settings)
     unknown = sorted(set(settings) - SETTING_KEYS)
@@ -282,8 +278,7 @@ def run(args: argparse.Namespace) -> None:
     names = [name for name, _, _ in args.run]
     if len(set(names)) != len(names):
         raise ConfigError(f"--run names must be distinct, got {names}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     device = pick_device(args.device)
     canaries = read_canaries(args.canaries)
     if not canaries:

@@ -35,6 +35,7 @@ from synthdeid.ner.encoders import default_model_path as default_model_path
 from synthdeid.ner.encoders import resolve_model_name as resolve_model_name
 from synthdeid.ner.tagging import EncodedNote, encode_notes, make_windows, tag_names
 from synthdeid.notes import Note, Span
+from synthdeid.runtime import pick_device
 
 log = logging.getLogger(__name__)
 
@@ -78,14 +79,6 @@ class NerSettings:
             return cls(**data)
         except (json.JSONDecodeError, TypeError) as exc:
             raise InputError(path, None, f"unreadable model settings: {exc}") from exc
-
-
-def pick_device(requested: str = "auto") -> torch.device:
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if requested.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(f"device {requested!r} requested but no CUDA device is visible")
-    return torch.device(requested)
 
 
 def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:

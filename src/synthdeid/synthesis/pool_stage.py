@@ -26,6 +26,7 @@ from synthdeid.errors import ConfigError, InputError
 from synthdeid.llm.guard import load_phi_surfaces
 from synthdeid.mentions import SurfaceIndex
 from synthdeid.notes import Note, read_notes, write_notes
+from synthdeid.runtime import add_runtime_arguments
 from synthdeid.synthesis.fill import TemplateFiller
 from synthdeid.synthesis.placeholders import PlaceholderAllowlist, load_allowlist
 from synthdeid.synthesis.pools import DedupSettings, PoolResult, Template, build_pools
@@ -57,7 +58,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--removals", required=True, type=output_file, help="removals table to write"
     )
     parser.add_argument("--summary", required=True, type=output_file, help="summary.json to write")
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser, threads=False, device=False)
 
 
 def read_accepted_templates(path: Path) -> tuple[list[Template], dict[str, Any]]:

@@ -39,6 +39,7 @@ from synthdeid.evaluation.report import (
     save_figure,
     write_html,
 )
+from synthdeid.runtime import add_runtime_arguments
 from synthdeid.settings import settings_from_mapping
 from synthdeid.tabular.metrics import (
     fidelity,
@@ -95,7 +96,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSON: max_subsets (null: all), encoder (null: bundled MiniLM, false: one-hot), seed",
     )
     parser.add_argument("--out-dir", required=True, type=output_dir)
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser, threads=False, device=False)
 
 
 def parse_runs(runs: Sequence[tuple[str, Path]]) -> list[tuple[str, Path]]:

@@ -48,6 +48,7 @@ from synthdeid.evaluation.report import (
 )
 from synthdeid.llm.base import ChatFailure, ChatRequest
 from synthdeid.llm.factory import build_backend
+from synthdeid.runtime import add_runtime_arguments
 from synthdeid.tabular.faithfulness import (
     NOT_JUDGED,
     Agreement,
@@ -96,7 +97,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judge-prompt", type=input_file, help="tabular_judge.yaml (LLM judge)")
     parser.add_argument("--cache-dir", type=input_dir, help="LLM response cache")
     parser.add_argument("--out-dir", required=True, type=output_dir)
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser, threads=False, device=False)
 
 
 def read_reports(path: Path) -> list[dict[str, Any]]:
