@@ -96,10 +96,8 @@ from datetime import date, timedelta
 from typing import Any, ClassVar
 
 from synthdeid.errors import ConfigError
-from synthdeid.surrogate.keying import SurrogateKey
 from synthdeid.surrogate.operators.base import (
     Mention,
-    Originals,
     SurrogateOperator,
     normalize,
     register,
@@ -513,13 +511,7 @@ class DateShiftOperator(SurrogateOperator):
     name: ClassVar[str] = "date_shift"
     defaults: ClassVar[Mapping[str, Any]] = {"min_days": 3, "max_days": 90, "direction": "both"}
 
-    def __init__(
-        self,
-        key: SurrogateKey,
-        options: Mapping[str, Any] | None = None,
-        originals: Originals | None = None,
-    ) -> None:
-        super().__init__(key, options, originals)
+    def configure(self) -> None:
         low, high = self.options["min_days"], self.options["max_days"]
         for option, value in (("min_days", low), ("max_days", high)):
             if isinstance(value, bool) or not isinstance(value, int):
