@@ -37,9 +37,9 @@ from synthdeid.cli_types import (
     output_file,
     positive_int,
 )
+from synthdeid.detectors import DETECTORS, detect, union_spans
 from synthdeid.errors import ConfigError
 from synthdeid.ner.ages import drop_young_ages
-from synthdeid.ner.regex_detectors import DETECTORS, detect, union_spans
 from synthdeid.notes import Note, Span, read_notes, splice, write_notes
 from synthdeid.runtime import add_runtime_arguments, set_threads
 from synthdeid.surrogate.keying import SurrogateKey, load_key, refuse_demo_key
