@@ -33,6 +33,7 @@ from synthdeid.artifacts import (
     atomic_text,
     make_provenance,
     read_parquet_with_provenance,
+    require_columns,
     write_json_atomic,
 )
 from synthdeid.cli_types import input_dir, input_file, output_dir
@@ -86,8 +87,7 @@ def read_samples(path: Path) -> tuple[list[str], dict[str, Any] | None]:
     from synthdeid.dplm.sample_stage import ACCEPTED
 
     table, _ = read_parquet_with_provenance(path)
-    if "text" not in table.column_names:
-        raise InputError(path, None, "not a samples table: no text column")
+    require_columns(path, table.column_names, ["text"], "a samples table")
     texts = table.column("text").to_pylist()
     if not texts:
         raise InputError(path, None, "no samples to audit")

@@ -18,6 +18,7 @@ from typing import Any
 from synthdeid.artifacts import (
     make_provenance,
     read_parquet_with_provenance,
+    require_columns,
     write_json_atomic,
     write_parquet_atomic,
 )
@@ -63,9 +64,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_accepted_templates(path: Path) -> tuple[list[Template], dict[str, Any]]:
     table, provenance = read_parquet_with_provenance(path)
-    missing = sorted(set(TEMPLATES_SCHEMA.names) - set(table.column_names))
-    if missing:
-        raise InputError(path, None, f"not a templates table: missing columns {missing}")
+    require_columns(path, table.column_names, TEMPLATES_SCHEMA.names, "a templates table")
     templates = []
     for i, row in enumerate(table.to_pylist()):
         if row["status"] != ACCEPTED:

@@ -33,6 +33,7 @@ from synthdeid.artifacts import (
     atomic_text,
     make_provenance,
     read_parquet_with_provenance,
+    require_columns,
     write_json_atomic,
     write_parquet_atomic,
 )
@@ -102,10 +103,8 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_reports(path: Path) -> list[dict[str, Any]]:
     table, _ = read_parquet_with_provenance(path)
-    needed = {"record_id", "note_id", "status", "template", "values_json"}
-    missing = sorted(needed - set(table.column_names))
-    if missing:
-        raise InputError(path, None, f"not a reports table: no columns {missing}")
+    needed = ["record_id", "note_id", "status", "template", "values_json"]
+    require_columns(path, table.column_names, needed, "a reports table")
     accepted = [r for r in table.to_pylist() if r["status"] == "accepted"]
     for report in accepted:
         report["row"] = json.loads(report["values_json"])
