@@ -69,7 +69,8 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
     from synthdeid.ner.batching import collate
     from synthdeid.ner.model import DeidTagger, NerSettings
     from synthdeid.ner.tagging import IGNORE_INDEX, make_windows
-    from synthdeid.ner.training import class_weights, labels_in, optimizer_step, set_seed
+    from synthdeid.ner.training import class_weights, labels_in, optimizer_step
+    from synthdeid.runtime import set_seed
 
     torch.set_num_threads(args.threads)
     set_seed(1)

@@ -1,4 +1,5 @@
-"""Temporary files of atomic writes: named, removed on failure and on signals, and when stale."""
+"""Artifacts: temporary files of atomic writes (named, removed on failure, on signals and when
+stale) and the column check of the table readers."""
 
 from __future__ import annotations
 
@@ -16,14 +17,18 @@ import pytest
 
 from synthdeid.artifacts import (
     HOST_TAG,
+    MAX_LISTED_COLUMNS,
     TEMP_MARKER,
     atomic_directory,
     atomic_path,
     remove_stale_temporaries,
+    require_columns,
+    write_parquet_atomic,
 )
 from synthdeid.cli import main
+from synthdeid.errors import InputError
 from synthdeid.labels import CANONICAL_LABELS
-from synthdeid.notes import read_notes, write_notes
+from synthdeid.notes import Note, notes_to_table, read_notes, write_notes
 from synthdeid.surrogate.keying import SECRET_VARIABLE
 from synthdeid.termination import Terminated, signals_as_exceptions
 
@@ -232,3 +237,35 @@ def test_a_rerun_removes_a_stale_temporary_of_the_mask_removed_values(
     assert main([*argv, "--summary", str(tmp_path / "summary.json")]) == 0
     assert not stale.exists() and removed.is_file()
     assert temporaries(tmp_path) == []
+
+
+# --- the column check of table readers
+
+
+def test_require_columns_names_the_file_the_table_and_the_missing_columns() -> None:
+    with pytest.raises(InputError) as caught:
+        require_columns("t.parquet", ["d", "a"], ["a", "b", "c", "d"], "a test table", "make it so")
+    assert str(caught.value) == (
+        "t.parquet: not a test table: missing columns ['b', 'c'] (make it so)"
+    )
+    assert (caught.value.path, caught.value.record) == ("t.parquet", None)
+
+
+def test_require_columns_accepts_a_table_with_every_column() -> None:
+    require_columns("t.parquet", ["b", "extra", "a"], ["a", "b"], "a test table")
+    require_columns("t.parquet", [], [], "a test table")
+
+
+def test_require_columns_lists_the_first_missing_columns_and_counts_the_rest() -> None:
+    expected = [f"c{i}" for i in range(MAX_LISTED_COLUMNS + 3)]
+    with pytest.raises(InputError, match=r"missing columns \['c0', .*'c7'\] and 3 more$"):
+        require_columns("t.parquet", [], expected, "a test table")
+
+
+def test_a_reader_refuses_a_table_without_its_columns(tmp_path: Path) -> None:
+    table = notes_to_table([Note("n1", "p1", "Seen 3/14.", (), "demo")])
+    write_parquet_atomic(table.drop_columns(["text"]), tmp_path / "notes.parquet")
+    with pytest.raises(
+        InputError, match=r"notes.parquet: not a notes table: missing columns \['text'\]"
+    ):
+        read_notes(tmp_path / "notes.parquet")

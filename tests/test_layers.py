@@ -43,7 +43,6 @@ LAYERS: Layers = (
             "local_only",
             "prompt_file",
             "probe_env",
-            "devices",
             "detectors",
             "stats",
             "reporting",
@@ -65,16 +64,6 @@ LAYERS: Layers = (
     ("evaluation", ("evaluation", "corpus_overview")),
     # commands, which may import anything: every *_stage.py and stage.py too
     ("entry", ("cli", "__main__", "workflow", "ner.report_errors")),
-)
-
-# PENDING: upward imports that parallel changes remove, as (importer, imported) name
-# prefixes. Delete an entry once its import is gone (test_pending_imports_still_exist
-# says when), and the set once it is empty.
-PENDING: frozenset[tuple[str, str]] = frozenset(
-    {
-        # the date/phone/ID grammar moves from ner.regex_detectors to synthdeid.detectors
-        ("identifiers", "ner.regex_detectors"),
-    }
 )
 
 PACKAGE = "synthdeid"
@@ -147,26 +136,12 @@ def layer_of(module: str, layers: Layers) -> int | None:
     return None
 
 
-def covers(prefix: str, module: str) -> bool:
-    return module == prefix or module.startswith(f"{prefix}.")
-
-
-def is_allowed(found: Import, allowed: frozenset[tuple[str, str]]) -> bool:
-    return any(covers(a, found.importer) and covers(b, found.imported) for a, b in allowed)
-
-
-def upward_imports(
-    root: Path,
-    package: str,
-    layers: Layers,
-    allowed: frozenset[tuple[str, str]] = frozenset(),
-) -> list[Import]:
-    """The imports of a higher layer by a lower one, by file and line, less those an
-    ``allowed`` (importer, imported) prefix pair covers."""
+def upward_imports(root: Path, package: str, layers: Layers) -> list[Import]:
+    """The imports of a higher layer by a lower one, by file and line."""
     found = []
     for candidate in package_imports(root, package):
         low, high = (layer_of(m, layers) for m in (candidate.importer, candidate.imported))
-        if low is None or high is None or high <= low or is_allowed(candidate, allowed):
+        if low is None or high is None or high <= low:
             continue
         if candidate not in found:  # `from a import b, c` is one import of a
             found.append(candidate)
@@ -195,15 +170,8 @@ def test_no_layer_names_a_module_twice() -> None:
 
 
 def test_imports_point_down_the_layers() -> None:
-    upward = [describe(f, PACKAGE, LAYERS) for f in upward_imports(SRC, PACKAGE, LAYERS, PENDING)]
+    upward = [describe(f, PACKAGE, LAYERS) for f in upward_imports(SRC, PACKAGE, LAYERS)]
     assert not upward, "imports of a higher layer:\n" + "\n".join(upward)
-
-
-def test_pending_imports_still_exist() -> None:
-    """An entry of PENDING that no import needs any more is to be deleted."""
-    upward = upward_imports(SRC, PACKAGE, LAYERS)
-    stale = [pair for pair in sorted(PENDING) if not any(is_allowed(f, {pair}) for f in upward)]
-    assert not stale, f"delete these PENDING entries from tests/test_layers.py: {stale}"
 
 
 TOY_LAYERS: Layers = (("low", ("__init__", "low", "base")), ("high", ("high",)))
@@ -244,8 +212,6 @@ def test_upward_imports_finds_function_level_type_checking_and_relative_imports(
         "toy/low.py:3: toy.low (low) imports toy.high (high)",
         "toy/low.py:5: toy.low (low) imports toy.high (high)",
     ]
-    allowed = upward_imports(package, "toy", TOY_LAYERS, frozenset({("low", "high")}))
-    assert [f.importer for f in allowed] == ["base.inner"]
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,9 @@ import torch
 from ner_helpers import note_from_pieces, tiny_encoder_dir
 from synthdeid.artifacts import read_parquet_with_provenance
 from synthdeid.cli import main
+from synthdeid.detectors import detect
 from synthdeid.local_only import LOCAL_ONLY_KEY
 from synthdeid.ner.model import NER_CONFIG_FILE
-from synthdeid.ner.regex_detectors import detect
 from synthdeid.notes import Note, read_notes, write_notes
 from synthdeid.surrogate.keying import DEMO_KEY_FILE, SECRET_VARIABLE, SurrogateKey
 

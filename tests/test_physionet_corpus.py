@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from synthdeid.detectors import parse_date
 from synthdeid.ingest import IngestResult
 from synthdeid.llm.guard import load_phi_surfaces
 from synthdeid.mask import mask_note
@@ -20,7 +21,6 @@ from synthdeid.notes import Note, read_notes
 from synthdeid.readers.physionet import parse_phrases
 from synthdeid.surrogate.keying import SECRET_VARIABLE, SurrogateKey
 from synthdeid.surrogate.operators import Mention, normalize
-from synthdeid.surrogate.operators.dates import parse_date
 from synthdeid.surrogate.replace import ReplacedNote, SurrogateReplacer
 from synthdeid.synthesis.fill import TemplateFiller
 from synthdeid.synthesis.placeholders import load_allowlist

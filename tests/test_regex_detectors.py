@@ -4,8 +4,8 @@ from itertools import pairwise
 
 import pytest
 
+from synthdeid.detectors import DETECTORS, detect, union_spans
 from synthdeid.errors import ConfigError
-from synthdeid.ner.regex_detectors import DETECTORS, detect, union_spans
 from synthdeid.notes import Span
 
 

@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from synthdeid.detectors import MONTHS, WEEKDAYS
 from synthdeid.errors import ConfigError
 from synthdeid.surrogate.keying import SurrogateKey
 from synthdeid.surrogate.operators.base import OPERATORS, Mention, Originals, build_operator
-from synthdeid.surrogate.operators.dates import MONTHS, WEEKDAYS, DateShiftOperator
+from synthdeid.surrogate.operators.dates import DateShiftOperator
 
 KEY = SurrogateKey(b"test-key")
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from synthdeid.detectors import parse_date
 from synthdeid.errors import ConfigError, StepError
 from synthdeid.notes import Span
-from synthdeid.surrogate.operators.dates import parse_date
 from synthdeid.synthesis.fill import (
     FilledNote,
     ForbiddenSurfaces,

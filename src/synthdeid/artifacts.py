@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 PROVENANCE_KEY = b"synthdeid.provenance"
 TEMP_MARKER = ".synthdeid-tmp-"
+MAX_LISTED_COLUMNS = 8  # missing columns named in an error, at most
 HOST_TAG = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:32] or "host"
 _OWNER = re.compile(re.escape(TEMP_MARKER) + r"(?P<host>.+)-(?P<pid>\d+)-[^-]+$")
 
@@ -233,6 +234,30 @@ def read_parquet_with_provenance(path: str | Path) -> tuple[pa.Table, dict[str, 
     table = open_parquet(path).read()
     raw = (table.schema.metadata or {}).get(PROVENANCE_KEY)
     return table, (json.loads(raw) if raw else {})
+
+
+def require_columns(
+    path: str | Path,
+    present: Iterable[str],
+    expected: Iterable[str],
+    table: str,
+    hint: str | None = None,
+) -> None:
+    """Refuse a table that lacks any of the ``expected`` columns.
+
+    ``present``: the table's column names; ``table``: what it should be
+    (``"a notes table"``). The :class:`InputError` names the file, what was
+    expected and the missing columns, in ``expected`` order (the first
+    :data:`MAX_LISTED_COLUMNS`, then how many more).
+    """
+    names = set(present)
+    missing = [name for name in expected if name not in names]
+    if not missing:
+        return
+    listed = str(missing[:MAX_LISTED_COLUMNS])
+    if len(missing) > MAX_LISTED_COLUMNS:
+        listed += f" and {len(missing) - MAX_LISTED_COLUMNS} more"
+    raise InputError(path, None, f"not {table}: missing columns {listed}", hint)
 
 
 def file_digest(path: str | Path) -> str:

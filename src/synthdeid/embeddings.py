@@ -27,8 +27,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from synthdeid.devices import pick_device
 from synthdeid.encoders import resolve_model_name
+from synthdeid.runtime import pick_device
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ alarms on ordinary clinical prose.
 Kinds of finding:
 
 * ``date``, ``phone``, ``id``: the DATE, PHONE and ID detectors of
-  :mod:`synthdeid.ner.regex_detectors` (same patterns, same guards against
+  :mod:`synthdeid.detectors` (same patterns, same guards against
   blood pressures, times and doses);
 * ``email``: ``local@domain.tld``;
 * ``url``: ``http://`` / ``https://`` addresses and ``www.`` host names;
@@ -48,9 +48,9 @@ import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+from synthdeid.detectors import detect, non_overlapping
 from synthdeid.errors import ConfigError
 from synthdeid.mask import PLACEHOLDER_RE
-from synthdeid.ner.regex_detectors import detect
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,10 @@ class Finding:
         return f"{self.kind} ({self.end - self.start} chars)"
 
 
+def _kind(finding: Finding) -> str:
+    return finding.kind
+
+
 @functools.lru_cache(maxsize=4)
 def faker_names(locale: str = "en_US") -> frozenset[str]:
     """Casefolded first and last names of a Faker locale (the surrogate name lists)."""
@@ -196,7 +200,7 @@ class IdentifierScanner:
             *self._formatted(blanked, [k for k, v in _DETECTOR_KINDS.items() if v in wanted]),
             *(self._names(blanked) if "name" in wanted else []),
         ]
-        return _non_overlapping(found)
+        return non_overlapping(found, KINDS, _kind)
 
     @staticmethod
     def _emails(text: str) -> list[Finding]:
@@ -234,13 +238,3 @@ class IdentifierScanner:
         # eponymous phrases are looked for only when there is a name to clear
         eponyms = [m.span() for m in EPONYM_PHRASES.finditer(text)]
         return [f for f in found if not any(s <= f.start and f.end <= e for s, e in eponyms)]
-
-
-def _non_overlapping(findings: Iterable[Finding]) -> list[Finding]:
-    """Greedy: earliest start, then longest, then kind order; overlapping ones dropped."""
-    rank = {kind: i for i, kind in enumerate(KINDS)}
-    kept: list[Finding] = []
-    for finding in sorted(findings, key=lambda f: (f.start, f.start - f.end, rank[f.kind])):
-        if not kept or finding.start >= kept[-1].end:
-            kept.append(finding)
-    return kept

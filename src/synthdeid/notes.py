@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from synthdeid.artifacts import read_parquet_with_provenance, write_parquet_atomic
+from synthdeid.artifacts import read_parquet_with_provenance, require_columns, write_parquet_atomic
 from synthdeid.errors import InputError
 
 UNSPLIT = "unsplit"
@@ -228,9 +228,7 @@ def table_to_notes(
     (``first_row``: the row number of the batch's first row), so uniqueness
     holds over the whole table.
     """
-    missing = [name for name in NOTES_SCHEMA.names if name not in table.column_names]
-    if missing:
-        raise InputError(path, None, f"not a notes table: missing columns {missing}")
+    require_columns(path, table.column_names, NOTES_SCHEMA.names, "a notes table")
     ids = NoteIds() if ids is None else ids
     notes: list[Note] = []
     for number, row in enumerate(table.select(NOTES_SCHEMA.names).to_pylist(), start=first_row):

@@ -33,9 +33,10 @@ from synthdeid.artifacts import (
     atomic_text,
     make_provenance,
     read_parquet_with_provenance,
+    require_columns,
     write_json_atomic,
 )
-from synthdeid.cli_types import input_dir, input_file, output_dir, positive_int
+from synthdeid.cli_types import input_dir, input_file, output_dir
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import read_notes
 from synthdeid.reporting import (
@@ -45,6 +46,7 @@ from synthdeid.reporting import (
     markdown_table,
     number_or_na,
 )
+from synthdeid.runtime import add_runtime_arguments, pick_device, set_threads
 from synthdeid.stats import wilson_interval
 
 log = logging.getLogger(__name__)
@@ -82,9 +84,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--notes", required=True, type=input_file, help="split notes.parquet")
     parser.add_argument("--settings", type=json.loads, default={}, help="JSON: synth.dplm.audit")
     parser.add_argument("--out-dir", required=True, type=output_dir)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=positive_int, default=None)
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser)
 
 
 def read_samples(path: Path) -> tuple[list[str], dict[str, Any] | None]:
@@ -93,8 +93,7 @@ def read_samples(path: Path) -> tuple[list[str], dict[str, Any] | None]:
     from synthdeid.dplm.sample_stage import ACCEPTED
 
     table, _ = read_parquet_with_provenance(path)
-    if "text" not in table.column_names:
-        raise InputError(path, None, "not a samples table: no text column")
+    require_columns(path, table.column_names, ["text"], "a samples table")
     texts = table.column("text").to_pylist()
     if not texts:
         raise InputError(path, None, "no samples to audit")
@@ -286,9 +285,7 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> None:
-    import torch
 
-    from synthdeid.devices import pick_device
     from synthdeid.dplm.canaries import canary_report, reference_canaries
     from synthdeid.dplm.canary_stage import read_canaries
     from synthdeid.dplm.memorization import (
@@ -311,8 +308,7 @@ def run(args: argparse.Namespace) -> None:
     names = [name for name, _, _ in args.run]
     if len(set(names)) != len(names):
         raise ConfigError(f"--run names must be distinct, got {names}")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     device = pick_device(args.device)
     canaries = read_canaries(args.canaries)
     if not canaries:

@@ -16,10 +16,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from synthdeid.artifacts import make_provenance, read_parquet_with_provenance, write_parquet_atomic
+from synthdeid.artifacts import (
+    make_provenance,
+    read_parquet_with_provenance,
+    require_columns,
+    write_parquet_atomic,
+)
 from synthdeid.cli_types import output_file, positive_int
 from synthdeid.dplm.canaries import Canary, make_canaries
-from synthdeid.errors import ConfigError, InputError
+from synthdeid.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +46,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_canaries(path: Path) -> list[Canary]:
     table, _ = read_parquet_with_provenance(path)
-    missing = sorted(set(CANARIES_SCHEMA.names) - set(table.column_names))
-    if missing:
-        raise InputError(path, None, f"not a canaries table: missing columns {missing}")
+    require_columns(path, table.column_names, CANARIES_SCHEMA.names, "a canaries table")
     return [Canary(r["canary_id"], r["text"], r["phrase"]) for r in table.to_pylist()]
 
 

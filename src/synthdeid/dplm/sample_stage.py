@@ -22,9 +22,10 @@ from collections import Counter
 import pyarrow as pa
 
 from synthdeid.artifacts import make_provenance, write_parquet_atomic
-from synthdeid.cli_types import input_dir, input_file, output_file, positive_int
+from synthdeid.cli_types import input_dir, input_file, output_file
 from synthdeid.errors import InputError
 from synthdeid.notes import read_notes
+from synthdeid.runtime import add_runtime_arguments, pick_device, set_threads
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +66,11 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-pii", required=True, type=output_file)
     parser.add_argument("--removals", required=True, type=output_file)
     parser.add_argument("--summary", required=True, type=output_file)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=positive_int, default=None)
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> None:
-    import torch
 
-    from synthdeid.devices import pick_device
     from synthdeid.dplm.corpus import ControlCoder
     from synthdeid.dplm.model import load_lm
     from synthdeid.dplm.sampling import SamplingConfig, generate_samples, validate_sample
@@ -98,8 +95,7 @@ def run(args: argparse.Namespace) -> None:
     masked = read_notes(args.masked)
     if not masked:
         raise InputError(args.masked, None, "no masked notes")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     device = pick_device(args.device)
     model, tokenizer = load_lm(args.model, device)
     samples = generate_samples(

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import atomic_directory, make_provenance, write_json_atomic
-from synthdeid.cli_types import input_file, output_dir, output_file, positive_int
+from synthdeid.cli_types import input_file, output_dir, output_file
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import read_notes
+from synthdeid.runtime import add_runtime_arguments, pick_device, set_threads
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +57,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--out-dir", required=True, type=output_dir, help="model directory to write"
     )
     parser.add_argument("--privacy-json", type=output_file, default=None, help="privacy.json copy")
-    parser.add_argument("--device", default="auto", help="auto, cpu or cuda[:n]")
-    parser.add_argument("--threads", type=positive_int, default=None, help="CPU threads")
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser, threads_help="CPU threads", device_help="auto, cpu or cuda[:n]")
 
 
 def check_settings(settings: Any) -> dict[str, Any]:
@@ -71,9 +70,7 @@ def check_settings(settings: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> None:
-    import torch
 
-    from synthdeid.devices import pick_device
     from synthdeid.dplm.adapters import LoraSettings
     from synthdeid.dplm.canary_stage import read_canaries
     from synthdeid.dplm.corpus import (
@@ -105,8 +102,7 @@ def run(args: argparse.Namespace) -> None:
     coder = ControlCoder.fit(settings.get("control_codes", ["pii"]), texts)
     examples = training_examples(seeds, canaries, coder)
     special = [control_token(c) for c in coder.all_codes()] + placeholder_tokens(allowlist, texts)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     device = pick_device(args.device)
     built = build_lm(
         settings.get("model"), scratch, texts, special, seed=training.seed, resize=lora is None

@@ -20,10 +20,10 @@ import pyarrow as pa
 from synthdeid.artifacts import (
     atomic_text,
     read_parquet_with_provenance,
+    require_columns,
     write_json_atomic,
     write_parquet_atomic,
 )
-from synthdeid.errors import InputError
 from synthdeid.evaluation.bootstrap import BootstrapResult
 from synthdeid.evaluation.metrics import (
     ALL,
@@ -111,22 +111,20 @@ def per_document_table(table: CountTable) -> pa.Table:
 def read_per_document(path: str | Path) -> CountTable:
     """Read a ``per_document.parquet`` written by ``evaluate-ner`` back into counts."""
     arrow, _ = read_parquet_with_provenance(path)
-    if "note_id" not in arrow.column_names:
-        raise InputError(path, None, "not a per-document table: no note_id column")
+    require_columns(path, arrow.column_names, ["note_id"], "a per-document table")
     labels = tuple(
         dict.fromkeys(
             label for label, _ in map(split_column, arrow.column_names) if label and label != ALL
         )
     )
     expected = table_columns(labels)
-    missing = [name for name in expected if name not in arrow.column_names]
-    if missing:
-        raise InputError(
-            path,
-            None,
-            f"not a per-document table from evaluate-ner: missing columns {missing[:5]}",
-            "re-run evaluate-ner with this version",
-        )
+    require_columns(
+        path,
+        arrow.column_names,
+        expected,
+        "a per-document table from evaluate-ner",
+        "re-run evaluate-ner with this version",
+    )
     values = np.column_stack(
         [arrow.column(name).to_numpy().astype(np.int64) for name in expected]
     ).reshape(arrow.num_rows, len(expected))

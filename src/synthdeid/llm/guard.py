@@ -38,8 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synthdeid.artifacts import open_parquet
-from synthdeid.errors import InputError
+from synthdeid.artifacts import open_parquet, require_columns
 from synthdeid.identifiers import IdentifierScanner, blank_placeholders
 from synthdeid.llm.base import ChatBackend, ChatFailure, ChatRequest, ChatResult
 from synthdeid.llm.folding import matching_forms
@@ -223,14 +222,13 @@ class GuardedBackend(ChatBackend):
 def load_phi_surfaces(removed_values: str | Path) -> list[tuple[str, str]]:
     """Distinct ``(surface, label)`` pairs of the mask step's removed-values Parquet."""
     parquet = open_parquet(removed_values)
-    missing = {"surface", "label"} - set(parquet.schema_arrow.names)
-    if missing:
-        raise InputError(
-            removed_values,
-            None,
-            f"no {sorted(missing)} column(s)",
-            "expected the removed-values table of the mask step",
-        )
+    require_columns(
+        removed_values,
+        parquet.schema_arrow.names,
+        ["surface", "label"],
+        "a removed-values table",
+        "expected the removed-values table of the mask step",
+    )
     table = parquet.read(columns=["surface", "label"])
     pairs = zip(table.column("surface").to_pylist(), table.column("label").to_pylist(), strict=True)
     return list(

@@ -57,6 +57,7 @@ from synthdeid.llm.base import CachedChatBackend, ChatFailure, ChatRequest, Chat
 from synthdeid.llm.cache import ResponseCache
 from synthdeid.llm.conversion import load_advice, pretrained_location
 from synthdeid.llm.models import ModelRef, resolve_model
+from synthdeid.runtime import pick_device
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +106,7 @@ class TransformersBackend(CachedChatBackend):
         ):
             raise ConfigError(f"max_new_tokens must be a positive integer, not {max_new_tokens!r}")
         self.model = self.ref.name
-        self.device = _resolve_device(device)
+        self.device = pick_device(device)
         self.dtype = _resolve_dtype(dtype, self.device)
         self.batch_size = batch_size
         self.max_new_tokens = max_new_tokens
@@ -335,20 +336,6 @@ def _template_drops_system(tokenizer: Any) -> bool:
     except Exception:  # a template that raises on a system role drops it
         return True
     return probe not in rendered
-
-
-def _resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as error:
-        raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, not {device!r}") from error
-    if resolved.type not in ("cpu", "cuda"):
-        raise ConfigError(f"device must be auto, cpu, cuda or cuda:N, not {device!r}")
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device {device!r} asked for, but no CUDA GPU is available")
-    return resolved
 
 
 def _resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:

@@ -37,10 +37,11 @@ from synthdeid.cli_types import (
     output_file,
     positive_int,
 )
+from synthdeid.detectors import DETECTORS, detect, union_spans
 from synthdeid.errors import ConfigError
 from synthdeid.ner.ages import drop_young_ages
-from synthdeid.ner.regex_detectors import DETECTORS, detect, union_spans
 from synthdeid.notes import Note, Span, read_notes, splice, write_notes
+from synthdeid.runtime import add_runtime_arguments, set_threads
 from synthdeid.surrogate.keying import SurrogateKey, load_key, refuse_demo_key
 
 if TYPE_CHECKING:
@@ -164,9 +165,8 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         const="int8",
         help="same as --precision int8: dynamic int8 inference on CPU",
     )
-    parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=positive_int, default=16, help="windows per batch")
-    parser.add_argument("--threads", type=positive_int, default=None)
+    add_runtime_arguments(parser, progress=False)
     parser.add_argument(
         "--key-file",
         type=optional_input_file,
@@ -206,12 +206,9 @@ def deidentify(
 
 
 def run(args: argparse.Namespace) -> None:
-    import torch  # loaded here, not when the CLI starts
-
     from synthdeid.ner.ensemble import load_tagger
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     if args.out_deidentified is not None and args.mode == "none":
         raise ConfigError("--out-deidentified needs --mode redact or surrogate")
     # a missing key stops the step before any work

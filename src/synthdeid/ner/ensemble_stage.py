@@ -25,6 +25,7 @@ from typing import Any
 from synthdeid.cli_types import input_file, named_input_dir, output_dir, positive_int
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import Note, read_notes
+from synthdeid.runtime import add_runtime_arguments, set_threads
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +51,8 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--run", default="ensemble", help="run name (model card)")
     parser.add_argument("--out-dir", required=True, type=output_dir)
-    parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=positive_int, default=16, help="windows per batch")
-    parser.add_argument("--threads", type=positive_int, default=None)
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser)
 
 
 def validation_notes(
@@ -106,8 +105,6 @@ def ensemble_config(data: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> None:
-    import torch  # loaded here, not when the CLI starts
-
     from synthdeid.ner.ensemble import EnsembleTagger, ensemble_settings
     from synthdeid.ner.ensemble_card import save_ensemble_directory
     from synthdeid.ner.mixtures import read_mixture
@@ -116,8 +113,7 @@ def run(args: argparse.Namespace) -> None:
 
     config = ensemble_config(args.config)
     rule = OperatingPointRule.from_mapping(config.get("operating_point") or {})
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     notes, counts = validation_notes(
         {path: read_notes(path) for path in args.validation},
         {path: [m.note for m in read_mixture(path)] for path in args.train},

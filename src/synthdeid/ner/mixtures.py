@@ -63,7 +63,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from synthdeid.artifacts import read_parquet_with_provenance, write_parquet_atomic
+from synthdeid.artifacts import read_parquet_with_provenance, require_columns, write_parquet_atomic
 from synthdeid.errors import ConfigError, InputError, StepError
 from synthdeid.notes import NOTES_SCHEMA, Note, notes_to_table, table_to_notes
 from synthdeid.split import PARTS as SPLIT_PARTS
@@ -578,9 +578,8 @@ def write_mixture(
 def read_mixture(path: str | Path) -> list[MixtureNote]:
     """Read a train mixture, checking the schema, every note and every pool/copies value."""
     table, _ = read_parquet_with_provenance(path)
+    require_columns(path, table.column_names, MIXTURE_SCHEMA.names, "a mixture table")
     for expected in MIXTURE_SCHEMA:
-        if expected.name not in table.column_names:
-            raise InputError(path, None, f"not a mixture table: missing column {expected.name!r}")
         actual = table.schema.field(expected.name).type
         if actual != expected.type:
             raise InputError(

@@ -25,13 +25,13 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from synthdeid.devices import pick_device
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.batching import collate, sorted_batches
 from synthdeid.ner.casing import check_case_types
 from synthdeid.ner.decoding import attach_initials, decode_spans, merge_windows
 from synthdeid.ner.tagging import EncodedNote, encode_notes, make_windows, tag_names
 from synthdeid.notes import Note, Span
+from synthdeid.runtime import pick_device
 
 log = logging.getLogger(__name__)
 

@@ -48,6 +48,7 @@ from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.matching import intersection
 from synthdeid.local_only import LOCAL_ONLY_METADATA, is_local_path
 from synthdeid.notes import Note, Span, read_notes
+from synthdeid.runtime import add_runtime_arguments, set_threads
 from synthdeid.split import PARTS
 from synthdeid.stats import quartiles
 
@@ -236,8 +237,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--safe-harbor-ages", action="store_true", help="as in deid")
     parser.add_argument("--batch-size", type=positive_int, default=16)
-    parser.add_argument("--threads", type=positive_int, default=None)
-    parser.add_argument("--device", default="cpu")
+    add_runtime_arguments(parser, progress=False, device_default="cpu")
     parser.add_argument(
         "--out", required=True, type=output_file, help="errors table (Parquet, in a local/ folder)"
     )
@@ -245,8 +245,6 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    import torch
-
     from synthdeid.ner.deid_stage import add_regex_spans, drop_young_age_spans
     from synthdeid.ner.ensemble import load_tagger
 
@@ -254,8 +252,7 @@ def run(args: argparse.Namespace) -> None:
         raise InputError(
             args.out, None, "the errors table holds note text: write it into a local/ folder"
         )
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     validation = read_notes(args.validation) if args.validation else []
     trained = {n.note_id for n in read_notes(args.train)} if args.train else set()
     notes = development_notes(read_notes(args.notes), args.parts, validation, trained)

@@ -30,6 +30,7 @@ from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.lexicons import check_names
 from synthdeid.ner.mixtures import HOLDOUT_SPLIT
 from synthdeid.notes import Note, read_notes
+from synthdeid.runtime import add_runtime_arguments, set_threads
 
 if TYPE_CHECKING:  # the stacker and the model load torch: imported when the stage runs
     from synthdeid.ner.model import SpanTagger
@@ -78,10 +79,8 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--run", default="stacked", help="run name (model card)")
     parser.add_argument("--out-dir", required=True, type=output_dir)
-    parser.add_argument("--device", default="auto")
     parser.add_argument("--batch-size", type=positive_int, default=16, help="windows per batch")
-    parser.add_argument("--threads", type=positive_int, default=None)
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser)
 
 
 def stacker_config(data: Any) -> dict[str, Any]:
@@ -235,8 +234,6 @@ def stack_lexicons(
 
 
 def run(args: argparse.Namespace) -> None:
-    import torch  # loaded here, not when the CLI starts
-
     from synthdeid.ner.ensemble import load_tagger
     from synthdeid.ner.mixtures import read_mixture
     from synthdeid.ner.operating_point import OperatingPointRule
@@ -246,8 +243,7 @@ def run(args: argparse.Namespace) -> None:
     config = stacker_config(args.config)
     rule = OperatingPointRule.from_mapping(config.get("operating_point") or {})
     fit_settings = StackerFitSettings.from_mapping(config)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     notes, counts = choose_development_notes(
         read_notes(args.notes),
         args.parts,

@@ -54,10 +54,10 @@ import torch
 from tqdm.auto import tqdm
 
 from synthdeid.artifacts import atomic_directory
-from synthdeid.devices import pick_device
 from synthdeid.encoders import describe_model_name, resolve_model_name
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.ner.training import PRECISIONS, autocast_dtype, optimizer_step, set_seed
+from synthdeid.ner.training import PRECISIONS, autocast_dtype, optimizer_step
+from synthdeid.runtime import pick_device, set_seed, set_threads
 
 log = logging.getLogger(__name__)
 
@@ -347,8 +347,7 @@ def continue_pretraining(
         )
 
     set_seed(config.seed)  # before loading: the MLM head may be freshly initialised
-    if threads:
-        torch.set_num_threads(threads)
+    set_threads(threads)
     torch_device = pick_device(device)
     model_name = resolve_model_name(config.model)
     model, tokenizer = _load_mlm(model_name)

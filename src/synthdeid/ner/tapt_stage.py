@@ -16,9 +16,10 @@ import hashlib
 import json
 import logging
 
-from synthdeid.cli_types import input_file, output_dir, positive_int
+from synthdeid.cli_types import input_file, output_dir
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import read_notes
+from synthdeid.runtime import add_runtime_arguments
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +43,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out-dir", required=True, type=output_dir, help="checkpoint directory to write"
     )
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:N")
-    parser.add_argument("--threads", type=positive_int, default=None, help="CPU threads")
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser, threads_help="CPU threads", device_help="auto, cpu, cuda, cuda:N")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -16,11 +16,12 @@ import json
 import logging
 from dataclasses import replace
 
-from synthdeid.cli_types import input_file, output_dir, positive_int
+from synthdeid.cli_types import input_file, output_dir
 from synthdeid.errors import ConfigError
 from synthdeid.ner.mixture_stage import read_mixture_summary
 from synthdeid.ner.mixtures import read_mixture
 from synthdeid.notes import read_notes
+from synthdeid.runtime import add_runtime_arguments
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +35,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--run", default="run", help="run name (model card)")
     parser.add_argument("--out-dir", required=True, type=output_dir)
-    parser.add_argument(
-        "--threads", type=positive_int, default=None, help="CPU threads (over the config)"
-    )
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser, device=False, threads_help="CPU threads (over the config)")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -29,7 +28,6 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from synthdeid.devices import pick_device
 from synthdeid.encoders import bundled_encoder, describe_model_name, resolve_model_name
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.metrics import headline_metrics
@@ -41,6 +39,7 @@ from synthdeid.ner.model import DeidTagger, NerSettings
 from synthdeid.ner.operating_point import OperatingPointRule, select_operating_point
 from synthdeid.ner.tagging import IGNORE_INDEX, Window, make_windows, tag_names
 from synthdeid.notes import Note, Span
+from synthdeid.runtime import pick_device, set_seed, set_threads
 
 log = logging.getLogger(__name__)
 
@@ -129,14 +128,6 @@ class TrainingResult:
     sweep: list[dict[str, float]]
     class_weights: dict[str, float]
     timing: dict[str, float]
-
-
-def set_seed(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-    if torch.cuda.is_available():
-        torch.cuda.manual_seed_all(seed)
 
 
 def labels_in(notes: Sequence[Note]) -> tuple[str, ...]:
@@ -247,8 +238,7 @@ def train(
     if not validation:
         raise InputError("validation part", None, "no validation notes: early stopping needs some")
     set_seed(config.seed)
-    if config.threads:
-        torch.set_num_threads(config.threads)
+    set_threads(config.threads)
     device = pick_device(config.device)
     labels = config.labels or labels_in([*train_notes, *validation])
     if not labels:

@@ -19,10 +19,11 @@ from synthdeid.artifacts import (
     make_provenance,
     open_parquet,
     remove_stale_temporaries,
+    require_columns,
     write_json_atomic,
 )
 from synthdeid.cli_types import input_file, optional_input_file, output_file, positive_int
-from synthdeid.errors import ConfigError, InputError
+from synthdeid.errors import ConfigError
 from synthdeid.local_only import LOCAL_ONLY_METADATA, local_path
 from synthdeid.notes import NOTES_SCHEMA, NoteIds, notes_to_table, require_notes, table_to_notes
 from synthdeid.surrogate.keying import load_key, refuse_demo_key
@@ -124,9 +125,7 @@ def replace_file(
     whatever the input size.
     """
     source = open_parquet(in_path)
-    missing = [n for n in NOTES_SCHEMA.names if n not in source.schema_arrow.names]
-    if missing:
-        raise InputError(in_path, None, f"not a notes table: missing columns {missing}")
+    require_columns(in_path, source.schema_arrow.names, NOTES_SCHEMA.names, "a notes table")
     require_notes(source.metadata.num_rows, path=in_path)
     # the first pass also checks that note ids are unique over the whole table, not
     # only within a batch, before any output is opened

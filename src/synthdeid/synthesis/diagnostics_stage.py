@@ -35,6 +35,7 @@ from synthdeid.cli_types import input_file, output_dir, positive_int
 from synthdeid.embeddings import DEFAULT_BATCH_SIZE, DEFAULT_MAX_LENGTH, SentenceEncoder
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import UNSPLIT, Note, read_notes
+from synthdeid.runtime import add_runtime_arguments
 from synthdeid.split import PARTS
 from synthdeid.synthesis.diagnostics import diagnose, write_diagnostics
 
@@ -167,7 +168,9 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="skip the sentence embeddings (Fréchet distances are left empty)",
     )
-    parser.add_argument("--device", default="auto", help="torch device for the encoder")
+    add_runtime_arguments(
+        parser, threads=False, progress=False, device_help="torch device for the encoder"
+    )
     parser.add_argument("--batch-size", type=positive_int, default=DEFAULT_BATCH_SIZE)
     parser.add_argument(
         "--max-length",

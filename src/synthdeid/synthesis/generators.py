@@ -45,7 +45,7 @@ What each generator produces (shapes and weights in :data:`SHAPES`):
     "3/14", "03/14/2019", "3/14/19", "3/14/2019", "3-14-2019", "2019-03-14",
     "March 14", "March 14th", "March 14, 2019", "Mar 14, 2019", "Mar. 14, 2019",
     "14-Mar-2019", "14 March 2019", "March 2019", "3/2019", "2019": every shape is
-    one that :func:`synthdeid.surrogate.operators.dates.parse_date` reads (US
+    one that :func:`synthdeid.detectors.parse_date` reads (US
     month-first order; two-digit years are 1995-2025 so they pivot correctly).
 ``location``
     a city, "City, ST", "City, State", a state, a street address (Faker's, with
@@ -87,8 +87,8 @@ from typing import Protocol
 
 import faker
 
+from synthdeid.detectors import MONTHS
 from synthdeid.errors import ConfigError
-from synthdeid.surrogate.operators.dates import MONTHS
 from synthdeid.surrogate.operators.names import NamePool, name_pools
 from synthdeid.surrogate.operators.places import US_STATES
 

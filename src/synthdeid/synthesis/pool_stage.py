@@ -18,6 +18,7 @@ from typing import Any
 from synthdeid.artifacts import (
     make_provenance,
     read_parquet_with_provenance,
+    require_columns,
     write_json_atomic,
     write_parquet_atomic,
 )
@@ -26,6 +27,7 @@ from synthdeid.errors import ConfigError, InputError
 from synthdeid.llm.guard import load_phi_surfaces
 from synthdeid.mentions import SurfaceIndex
 from synthdeid.notes import Note, read_notes, write_notes
+from synthdeid.runtime import add_runtime_arguments
 from synthdeid.synthesis.fill import TemplateFiller
 from synthdeid.synthesis.placeholders import PlaceholderAllowlist, load_allowlist
 from synthdeid.synthesis.pools import DedupSettings, PoolResult, Template, build_pools
@@ -57,14 +59,12 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--removals", required=True, type=output_file, help="removals table to write"
     )
     parser.add_argument("--summary", required=True, type=output_file, help="summary.json to write")
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser, threads=False, device=False)
 
 
 def read_accepted_templates(path: Path) -> tuple[list[Template], dict[str, Any]]:
     table, provenance = read_parquet_with_provenance(path)
-    missing = sorted(set(TEMPLATES_SCHEMA.names) - set(table.column_names))
-    if missing:
-        raise InputError(path, None, f"not a templates table: missing columns {missing}")
+    require_columns(path, table.column_names, TEMPLATES_SCHEMA.names, "a templates table")
     templates = []
     for i, row in enumerate(table.to_pylist()):
         if row["status"] != ACCEPTED:

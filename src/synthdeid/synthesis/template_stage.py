@@ -27,6 +27,7 @@ from synthdeid.llm.factory import build_backend
 from synthdeid.llm.guard import GuardedBackend, RequestGuard, load_phi_surfaces
 from synthdeid.local_only import LOCAL_ONLY_METADATA, local_path
 from synthdeid.notes import Note, read_notes
+from synthdeid.runtime import add_runtime_arguments
 from synthdeid.synthesis.placeholders import iter_placeholders, load_allowlist
 from synthdeid.synthesis.prompts import load_prompt
 from synthdeid.synthesis.templates import (
@@ -71,7 +72,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="local-only Parquet of every request sent (default: local/ beside --out)",
     )
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser, threads=False, device=False)
 
 
 def check_settings(settings: Mapping[str, Any]) -> None:

@@ -38,6 +38,7 @@ from synthdeid.reporting import (
     undefined_to_none,
     write_html,
 )
+from synthdeid.runtime import add_runtime_arguments
 from synthdeid.settings import settings_from_mapping
 from synthdeid.stats import is_undefined
 from synthdeid.tabular.metrics import (
@@ -95,7 +96,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSON: max_subsets (null: all), encoder (null: bundled MiniLM, false: one-hot), seed",
     )
     parser.add_argument("--out-dir", required=True, type=output_dir)
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser, threads=False, device=False)
 
 
 def parse_runs(runs: Sequence[tuple[str, Path]]) -> list[tuple[str, Path]]:

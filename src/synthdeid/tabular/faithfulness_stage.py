@@ -33,6 +33,7 @@ from synthdeid.artifacts import (
     atomic_text,
     make_provenance,
     read_parquet_with_provenance,
+    require_columns,
     write_json_atomic,
     write_parquet_atomic,
 )
@@ -42,6 +43,7 @@ from synthdeid.figures import PALETTE, pyplot, save_figure
 from synthdeid.llm.base import ChatFailure, ChatRequest
 from synthdeid.llm.factory import build_backend
 from synthdeid.reporting import NOT_AVAILABLE, markdown_table, number_or_na, percent, write_html
+from synthdeid.runtime import add_runtime_arguments
 from synthdeid.tabular.faithfulness import (
     NOT_JUDGED,
     Agreement,
@@ -90,15 +92,13 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--judge-prompt", type=input_file, help="tabular_judge.yaml (LLM judge)")
     parser.add_argument("--cache-dir", type=input_dir, help="LLM response cache")
     parser.add_argument("--out-dir", required=True, type=output_dir)
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser, threads=False, device=False)
 
 
 def read_reports(path: Path) -> list[dict[str, Any]]:
     table, _ = read_parquet_with_provenance(path)
-    needed = {"record_id", "note_id", "status", "template", "values_json"}
-    missing = sorted(needed - set(table.column_names))
-    if missing:
-        raise InputError(path, None, f"not a reports table: no columns {missing}")
+    needed = ["record_id", "note_id", "status", "template", "values_json"]
+    require_columns(path, table.column_names, needed, "a reports table")
     accepted = [r for r in table.to_pylist() if r["status"] == "accepted"]
     for report in accepted:
         report["row"] = json.loads(report["values_json"])

@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from synthdeid.artifacts import make_provenance, write_json_atomic
 from synthdeid.cli_types import input_file, non_negative_int, output_file, positive_int
 from synthdeid.errors import ConfigError
+from synthdeid.runtime import add_runtime_arguments, set_threads
 from synthdeid.tabular.budget import EpsilonBudget, plan_budget
 from synthdeid.tabular.spec import load_spec
 from synthdeid.tabular.synthesizers import fit_synthesizer, synthesizer_info
@@ -45,17 +46,13 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, type=output_file, help="samples.parquet to write")
     parser.add_argument("--privacy-json", required=True, type=output_file)
-    parser.add_argument(
-        "--threads", type=non_negative_int, default=0, help="torch threads (0: default)"
+    add_runtime_arguments(
+        parser, device=False, zero_threads=True, threads_help="torch threads (0: default)"
     )
-    parser.add_argument("--no-progress", action="store_true")
 
 
 def run(args: argparse.Namespace) -> None:
-    import torch
-
-    if args.threads > 0:
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     info = synthesizer_info(args.synthesizer)
     budget: EpsilonBudget | None = None
     if info.dp:

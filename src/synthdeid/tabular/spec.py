@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from synthdeid.artifacts import require_columns
 from synthdeid.errors import ConfigError, InputError
 
 CATEGORICAL = "categorical"
@@ -304,11 +305,12 @@ def discretize(frame: pd.DataFrame, spec: TableSpec, source: str | Path) -> pd.D
     where none is allowed), is an :class:`InputError` naming the table, the
     row and the value.
     """
-    absent = [v.column for v in spec.variables if v.column not in frame.columns]
-    if absent:
-        raise InputError(
-            source, None, f"columns {absent} named by the spec {spec.source} are missing"
-        )
+    require_columns(
+        source,
+        frame.columns,
+        [v.column for v in spec.variables],
+        f"a table with the columns the spec {spec.source} names",
+    )
     columns: dict[str, list[str]] = {}
     for variable in spec.variables:
         values = []
@@ -329,9 +331,7 @@ def discretize(frame: pd.DataFrame, spec: TableSpec, source: str | Path) -> pd.D
 
 def check_categories(frame: pd.DataFrame, spec: TableSpec, source: str | Path) -> None:
     """Refuse a discretized table with a value outside a variable's domain (e.g. a stray NaN)."""
-    missing = [name for name in spec.names if name not in frame.columns]
-    if missing:
-        raise InputError(source, None, f"variables {missing} missing from the table")
+    require_columns(source, frame.columns, spec.names, f"a discretized {spec.name} table")
     for variable in spec.variables:
         column = frame[variable.name]
         bad = ~column.isin(variable.domain)

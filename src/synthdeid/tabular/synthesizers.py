@@ -18,16 +18,15 @@ which cannot share an environment with the DP language model's opacus 1.6
 from __future__ import annotations
 
 import logging
-import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from synthdeid.errors import ConfigError, StepError
+from synthdeid.runtime import set_seed
 from synthdeid.tabular.budget import EpsilonBudget, EpsilonRecord, plan_budget, settle
 from synthdeid.tabular.spec import TableSpec
 
@@ -85,15 +84,6 @@ def check_environment(info: SynthesizerInfo) -> None:
         )
 
 
-def seed_everything(seed: int) -> None:
-    """Seed every RNG the synthesizers draw from (python, numpy, torch)."""
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
 def domain_frame(spec: TableSpec) -> pd.DataFrame:
     """A frame holding every category of every variable (shorter domains repeat)."""
     domains = spec.domains()
@@ -116,7 +106,7 @@ class FittedSynthesizer:
 
     def sample(self, rows: int, seed: int) -> pd.DataFrame:
         """``rows`` synthetic rows (variables only), seeded; values as category strings."""
-        seed_everything(seed)
+        set_seed(seed)
         if self.info.library == "sdv":
             # SDV keeps its own random state (a fixed seed on first use): set it per sample
             self.model._set_random_state(seed)
@@ -144,7 +134,7 @@ def fit_synthesizer(
         raise ConfigError(f"{info.name} is not differentially private: it takes no epsilon")
     check_environment(info)
     frame = train[spec.names].astype(str).reset_index(drop=True)
-    seed_everything(seed)
+    set_seed(seed)
     start = time.perf_counter()
     if info.library == "sdv":
         fitted = _fit_sdv(info, frame, options)

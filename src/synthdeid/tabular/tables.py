@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
-from synthdeid.artifacts import read_parquet_with_provenance, write_parquet_atomic
+from synthdeid.artifacts import read_parquet_with_provenance, require_columns, write_parquet_atomic
 from synthdeid.errors import InputError
 from synthdeid.tabular.spec import TableSpec, check_categories
 
@@ -56,9 +56,8 @@ def read_table(
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """A discretized table and its provenance; every value is checked against the spec."""
     table, provenance = read_parquet_with_provenance(path)
-    missing = sorted({"record_id", *extra, *spec.names} - set(table.column_names))
-    if missing:
-        raise InputError(path, None, f"not a discretized {spec.name} table: no columns {missing}")
+    expected = ["record_id", *extra, *spec.names]
+    require_columns(path, table.column_names, expected, f"a discretized {spec.name} table")
     frame = table.to_pandas()
     check_categories(frame, spec, path)
     return frame, provenance

@@ -32,6 +32,7 @@ from synthdeid.llm.base import ChatFailure, ChatRequest, ChatResponse
 from synthdeid.llm.constraints import NoteShape
 from synthdeid.llm.factory import build_backend
 from synthdeid.mentions import SurfaceIndex
+from synthdeid.runtime import add_runtime_arguments
 from synthdeid.settings import settings_from_mapping
 from synthdeid.synthesis.fill import TemplateFiller
 from synthdeid.synthesis.placeholders import load_allowlist
@@ -101,7 +102,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-pii", required=True, type=output_file)
     parser.add_argument("--removals", required=True, type=output_file)
     parser.add_argument("--summary", required=True, type=output_file)
-    parser.add_argument("--no-progress", action="store_true")
+    add_runtime_arguments(parser, threads=False, device=False)
 
 
 def llm_verdicts(

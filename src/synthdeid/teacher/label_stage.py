@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import make_provenance
-from synthdeid.cli_types import input_dir, input_file, output_dir, positive_int
+from synthdeid.cli_types import input_dir, input_file, output_dir
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import Note, read_notes
+from synthdeid.runtime import add_runtime_arguments, set_threads
 from synthdeid.teacher.ledger import NoteUsage, Pricing, Projection, build_ledger
 from synthdeid.teacher.outputs import write_teacher_outputs
 from synthdeid.teacher.silver import NoteLabels
@@ -71,8 +72,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--model", type=input_dir, default=None, help="model teacher: model directory"
     )
     parser.add_argument("--cache-dir", type=input_dir, default=None, help="LLM answer cache")
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--threads", type=positive_int, default=None)
+    add_runtime_arguments(parser, progress=False)
     parser.add_argument("--out-dir", required=True, type=output_dir)
 
 
@@ -81,10 +81,7 @@ def run(args: argparse.Namespace) -> None:
         settings = json.loads(args.settings)
     except json.JSONDecodeError as error:
         raise ConfigError(f"--settings is not JSON: {error}") from None
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     # the endpoint check and every other setting are verified before the notes are read
     teacher = build_teacher(
         args.teacher, settings, model_dir=args.model, cache_dir=args.cache_dir, device=args.device

@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from synthdeid.artifacts import (
     read_parquet_with_provenance,
+    require_columns,
     write_json_atomic,
     write_parquet_atomic,
 )
@@ -176,9 +177,9 @@ def read_teacher_outputs(out_dir: str | Path) -> tuple[list[Note], dict[str, Not
     out = Path(out_dir)
     notes = read_notes(out / LABELS)
     metadata, _ = read_parquet_with_provenance(out / METADATA)
-    missing = [name for name in METADATA_SCHEMA.names if name not in metadata.column_names]
-    if missing:
-        raise InputError(out / METADATA, None, f"not a teacher metadata table: missing {missing}")
+    require_columns(
+        out / METADATA, metadata.column_names, METADATA_SCHEMA.names, "a teacher metadata table"
+    )
     labels: dict[str, NoteLabels] = {}
     for row in metadata.to_pylist():
         labels[row["note_id"]] = NoteLabels(

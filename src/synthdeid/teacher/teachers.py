@@ -36,11 +36,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from synthdeid.detectors import DETECTORS, detect, union_spans
 from synthdeid.errors import ConfigError
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.llm.base import ChatBackend, ChatFailure, ChatRequest
 from synthdeid.mentions import SurfaceIndex
-from synthdeid.ner.regex_detectors import DETECTORS, detect
 from synthdeid.notes import Note
 from synthdeid.prompt_file import TEMPLATE, PromptFile, load_prompt_file
 from synthdeid.teacher.alignment import align_entities
@@ -291,8 +291,6 @@ class ModelTeacher(Teacher):
         self.batch_size = batch_size
 
     def label(self, notes: Sequence[Note], *, progress: bool = True) -> list[NoteLabels]:
-        from synthdeid.ner.regex_detectors import union_spans
-
         encoded = self.tagger.encode(notes)
         probabilities = self.tagger.token_probabilities(
             encoded, batch_size=self.batch_size, progress=progress

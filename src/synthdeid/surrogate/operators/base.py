@@ -92,8 +92,9 @@ class Originals:
 class SurrogateOperator(ABC):
     """Replaces a mention by its surrogate.
 
-    Subclasses set ``name`` and ``defaults`` (their options and default values)
-    and implement :meth:`replace`. Unknown options are a configuration error.
+    Subclasses set ``name`` and ``defaults`` (their options and default values),
+    check their options in :meth:`configure` and implement :meth:`replace`.
+    Unknown options are a configuration error.
     ``originals`` are the originals no surrogate of a scope may equal (see
     :meth:`is_original`); operators whose output is a category rather than a
     value (ages, placeholders, keeping) set ``avoids_originals`` to False.
@@ -128,6 +129,13 @@ class SurrogateOperator(ABC):
         self.originals = Originals() if originals is None else originals
         # what happened, for the step's summary (e.g. "unparsed_dates": 3)
         self.counts: Counter[str] = Counter()
+        self.configure()
+
+    def configure(self) -> None:  # noqa: B027 - optional hook, no options to check by default
+        """Check the operator's own options (``self.options``) and set up what it needs.
+
+        Called at the end of ``__init__``; operators with options override it.
+        """
 
     def scope(self, mention: Mention) -> str:
         return mention.patient_id if self.consistency == "patient" else CORPUS_SCOPE

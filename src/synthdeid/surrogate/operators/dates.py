@@ -45,25 +45,11 @@ elsewhere in the patient's notes. Only a scope whose dates are so dense that
 every candidate collides keeps a collision; such a date gets a same-shape
 surrogate instead (counted as ``dates_colliding_with_originals``).
 
-Forms (matched against the whole mention after stripping surrounding spaces and
-punctuation ``.,;:()[]``, which are kept; month names in any case, abbreviated
-or full, with or without a dot; US month-first order):
-
-* numeric ``7/22``, ``07/22``, ``7/22/06``, ``7/22/2006``, ``7-22-2006``,
-  ``7.22.2006`` (the same separator twice); day-first ``22/7/2006`` only when
-  the first number cannot be a month;
-* ISO ``2006-07-22``, ``2006/7/22``, compact ``20060722``;
-* named month ``July 22, 2006``, ``July 22 2006``, ``Jul 22``, ``JULY 22``,
-  ``Jul. 22nd``, ``Jul-22-2006``; ``22-Jul-2006``, ``22 Jul 2006``, ``22Jul06``,
-  ``22nd of July``;
-* month-year ``7/2006``, ``07/2006``, ``2006-07``, ``July 2006``, ``Jul-2006``,
-  ``July, 2006``, ``Jul '06``, and ``8/88`` (a two-digit year only where it
-  cannot be a day: ``00`` or ``32``-``99``);
-* month name alone ``Nov``, ``Nov.``, ``NOVEMBER``, ``sept``;
-* ordinal day alone ``11th``, ``3rd``;
-* bare year ``2006``, ``'06``, ``92``;
-* a range of two of the above joined by ``-``, an en or em dash, ``to`` or
-  ``through`` (``6/30-7/2``, ``1980-85``), each moved on its own.
+Forms: the dates :func:`synthdeid.detectors.read_date` reads (numeric, ISO,
+compact, named-month, month-year, a month name or an ordinal day alone, a bare
+year, a weekday before a day-level date, and a range of two of them, each moved
+on its own), matched against the whole mention after stripping surrounding
+spaces and punctuation ``.,;:()[]``, which are kept.
 
 Each form is written back exactly as it came: separators, month-name case
 (``NOV``, ``Nov``, ``nov``) and abbreviation (``November``, ``Nov``, ``Nov.``;
@@ -72,10 +58,8 @@ for the other months), ordinal suffixes (recomputed: ``22nd`` -> ``3rd``), 2- or
 4-digit year. Zero padding of a numeric month or day follows the original field (``7``
 unpadded, ``07`` padded); a two-digit field of 10 or more follows the other
 numeric field of the date, and is padded when that says nothing (``12/15/2006``);
-a day beside a month name is padded only if it has a leading zero.
-Two-digit years pivot at 30: ``00``-``29`` are 2000-2029, ``30``-``99`` are
-1930-1999; they are written back as two digits. Ambiguous short forms read as
-month-day: ``07/06`` is July 6, ``Jul 06`` is July 6 (``Jul '06`` is July 2006).
+a day beside a month name is padded only if it has a leading zero. Two-digit
+years are written back as two digits.
 
 Anything else (``Tuesday``, ``the 3rd``, ``xmas``, decades, times) gets a
 same-shape surrogate: digits become other digits, letters other letters of the
@@ -95,110 +79,28 @@ from dataclasses import replace as replace_field
 from datetime import date, timedelta
 from typing import Any, ClassVar
 
+from synthdeid.detectors import (
+    APOSTROPHES,
+    LEAP_REFERENCE_YEAR,
+    LONG_ABBREVIATIONS,
+    MONTHS,
+    REFERENCE_MONTH,
+    WEEKDAYS,
+    DateValue,
+    date_levels,
+    name_index,
+    read_date,
+)
 from synthdeid.errors import ConfigError
-from synthdeid.surrogate.keying import SurrogateKey
 from synthdeid.surrogate.operators.base import (
     Mention,
-    Originals,
     SurrogateOperator,
     normalize,
     register,
 )
 
 DIRECTIONS = ("both", "forward", "backward")
-TWO_DIGIT_PIVOT = 30  # two-digit years below this are 20xx, the others 19xx
-LEAP_REFERENCE_YEAR = 2000  # where month-day dates without a year are placed
-REFERENCE_MONTH = 1  # where an ordinal day without a month is placed (31 days)
 MAX_SHIFT_DRAWS = 64  # keyed candidate shifts tried per scope and granularity
-RANGE_MAX_LENGTH = 40  # longer text is never read as a range of two dates
-
-MONTHS = (
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-)
-WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_MONTH_BY_PREFIX = {name[:3].casefold(): number for number, name in enumerate(MONTHS, 1)}
-_WEEKDAY_BY_PREFIX = {name[:3].casefold(): number for number, name in enumerate(WEEKDAYS)}
-
-# --- the forms -------------------------------------------------------------
-# Each form is a regex over the whole (stripped) mention with named value
-# groups: ``month`` (digits or a name), ``day``, ``suffix`` (ordinal), ``year``
-# (2 or 4 digits, maybe after an apostrophe) and ``weekday``. Which of them take
-# part decides the granularity; rendering replaces exactly those groups, so
-# everything between them (separators, dots, commas, "of") stays as written.
-
-_DIGIT = "[0-9]"
-_APOSTROPHES = "'\u2019"  # before a two-digit year: '06
-_MONTH_NAME = (
-    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)(?![a-z])"
-)
-_WEEKDAY_NAME = (
-    r"(?:mon(?:day)?|tue(?:s(?:day)?)?|wed(?:nesday)?|thu(?:r(?:s(?:day)?)?)?"
-    r"|fri(?:day)?|sat(?:urday)?|sun(?:day)?)(?![a-z])"
-)
-_WEEKDAY = rf"(?:(?P<weekday>{_WEEKDAY_NAME})\.?(?:,\s*|\s+))?"
-_NUM_MONTH = rf"(?P<month>{_DIGIT}{{1,2}})"
-_NUM_DAY = rf"(?P<day>{_DIGIT}{{1,2}})"
-_YEAR4 = rf"(?P<year>{_DIGIT}{{4}})"
-# a year beside numbers may be 2 digits bare; alone or beside a month name,
-# 2 digits need an apostrophe ("Jul 06" is July 6, "Jul '06" is July 2006)
-_YEAR24 = rf"(?P<year>{_DIGIT}{{4}}|[{_APOSTROPHES}]?{_DIGIT}{{2}})"
-_YEAR_NAMED = rf"(?P<year>{_DIGIT}{{4}}|[{_APOSTROPHES}]{_DIGIT}{{2}})"
-# after a numeric month, a two-digit year only where it cannot be a day ("8/88")
-_YEAR_NOT_DAY = rf"(?P<year>{_DIGIT}{{4}}|00|3[2-9]|[4-9]{_DIGIT})"
-_NAMED_MONTH = rf"(?P<month>{_MONTH_NAME})\.?"
-_NAMED_DAY = rf"(?P<day>{_DIGIT}{{1,2}})(?!{_DIGIT})(?P<suffix>st|nd|rd|th)?"
-_SEP = r"(?P<sep>[/.-])"
-_LOOSE = r"(?:\s+of\s+|[\s,./-]*)"  # between a name and a number: anything or nothing
-_FIRM = r"[\s,./-]+"  # between two numbers: at least one separator
-
-
-@dataclass(frozen=True)
-class DateForm:
-    """One written form of a date: a name (for reading and debugging) and its regex."""
-
-    name: str
-    pattern: re.Pattern[str]
-
-
-def _form(name: str, regex: str) -> DateForm:
-    return DateForm(name, re.compile(regex, re.IGNORECASE))
-
-
-# tried in order; the first whose match is a valid date wins
-FORMS: tuple[DateForm, ...] = (
-    # day level
-    _form("month_day_year", rf"{_WEEKDAY}{_NUM_MONTH}{_SEP}{_NUM_DAY}(?:(?P=sep){_YEAR24})?"),
-    _form("day_month_year", rf"{_WEEKDAY}{_NUM_DAY}{_SEP}{_NUM_MONTH}(?:(?P=sep){_YEAR24})?"),
-    _form("iso", rf"{_WEEKDAY}{_YEAR4}{_SEP}{_NUM_MONTH}(?P=sep){_NUM_DAY}"),
-    _form("compact", rf"(?P<year>{_DIGIT}{{4}})(?P<month>{_DIGIT}{{2}})(?P<day>{_DIGIT}{{2}})"),
-    _form("name_day_year", rf"{_WEEKDAY}{_NAMED_MONTH}{_LOOSE}{_NAMED_DAY}(?:{_FIRM}{_YEAR24})?"),
-    _form("day_name_year", rf"{_WEEKDAY}{_NAMED_DAY}{_LOOSE}{_NAMED_MONTH}(?:{_LOOSE}{_YEAR24})?"),
-    # month level
-    _form("month_year", rf"{_NUM_MONTH}{_SEP}{_YEAR_NOT_DAY}"),
-    _form("iso_month", rf"{_YEAR4}{_SEP}{_NUM_MONTH}"),
-    _form("name_year", rf"{_NAMED_MONTH}{_LOOSE}{_YEAR_NAMED}"),
-    _form("month_name", _NAMED_MONTH),
-    # day level without a month
-    _form("ordinal_day", rf"(?P<day>{_DIGIT}{{1,2}})(?P<suffix>st|nd|rd|th)"),
-    # year level
-    _form("year", _YEAR24),
-)
-# between the two dates of a range
-_RANGE_SEPARATOR = re.compile(r"\s*(?:-|\u2013|\u2014|\bto\b|\bthrough\b)\s*", re.IGNORECASE)
-
-_EDGES = re.compile(r"^([\s.,;:()\[\]]*)(.*?)([\s.,;:()\[\]]*)$", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -208,105 +110,6 @@ class DateShift:
     days: int
     months: int
     years: int
-
-
-@dataclass(frozen=True)
-class _Parsed:
-    """The value of a matched form; ``day is None`` below day level."""
-
-    year: int | None
-    month: int | None
-    day: int | None
-
-
-# --- parsing ---------------------------------------------------------------
-
-
-def _year_value(token: str) -> int:
-    digits = token.lstrip(_APOSTROPHES)
-    value = int(digits)
-    if len(digits) == 2:
-        return value + (2000 if value < TWO_DIGIT_PIVOT else 1900)
-    return value
-
-
-def _month_value(token: str) -> int:
-    if token.isdigit():
-        return int(token)
-    return _MONTH_BY_PREFIX[token[:3].casefold()]
-
-
-def _parse(match: re.Match[str]) -> _Parsed | None:
-    """The date a form's match stands for, or None when it is no valid date."""
-    groups = match.groupdict()
-    year = _year_value(groups["year"]) if groups.get("year") else None
-    month = _month_value(groups["month"]) if groups.get("month") else None
-    day = int(groups["day"]) if groups.get("day") else None
-    if year is not None and not 1 <= year <= 9999:
-        return None
-    if month is not None and not 1 <= month <= 12:
-        return None
-    if day is not None:
-        try:
-            date(LEAP_REFERENCE_YEAR if year is None else year, month or REFERENCE_MONTH, day)
-        except ValueError:
-            return None
-    return _Parsed(year, month, day)
-
-
-@dataclass(frozen=True)
-class _Piece:
-    """One date of a text: its form's match and its value."""
-
-    match: re.Match[str]
-    value: _Parsed
-
-
-@dataclass(frozen=True)
-class _Reading:
-    """A text read as one date or a range of two: edges, dates and what joins them."""
-
-    head: str
-    pieces: tuple[_Piece, ...]
-    joints: tuple[str, ...]  # the text between consecutive pieces
-    tail: str
-
-    def levels(self) -> frozenset[str]:
-        """The granularities taking part: ``day``, ``month``, ``year``."""
-        return frozenset(_level(piece.value) for piece in self.pieces)
-
-
-def _level(value: _Parsed) -> str:
-    if value.day is not None:
-        return "day"
-    return "month" if value.month is not None else "year"
-
-
-def _read_one(core: str) -> _Piece | None:
-    for form in FORMS:
-        match = form.pattern.fullmatch(core)
-        if match is not None and (value := _parse(match)) is not None:
-            return _Piece(match, value)
-    return None
-
-
-def _read(text: str) -> _Reading | None:
-    """``text`` as a date (or a short range of two), or None."""
-    edges = _EDGES.match(text)
-    assert edges is not None  # the pattern matches every string
-    head, core, tail = edges.groups()
-    piece = _read_one(core)
-    if piece is not None:
-        return _Reading(head, (piece,), (), tail)
-    if len(core) > RANGE_MAX_LENGTH:
-        return None
-    for joint in _RANGE_SEPARATOR.finditer(core):
-        if joint.start() == 0 or joint.end() == len(core):
-            continue
-        first, second = _read_one(core[: joint.start()]), _read_one(core[joint.end() :])
-        if first is not None and second is not None:
-            return _Reading(head, (first, second), (joint.group(),), tail)
-    return None
 
 
 # --- rendering -------------------------------------------------------------
@@ -346,13 +149,13 @@ def _render_number(value: int, token: str, other: str | None) -> str:
 
 # four-letter abbreviations in use ("Sept", "Tues", "Thur"): a four-letter token
 # is written with these where they exist and with three letters elsewhere
-_FOUR_LETTER_ABBREVIATIONS = frozenset({"sept", "tues", "thur"})
+_FOUR_LETTER_ABBREVIATIONS = frozenset(a.casefold() for a in LONG_ABBREVIATIONS if len(a) == 4)
 
 
 def _render_name(names: tuple[str, ...], index: int, token: str) -> str:
     """The name at ``index``, full or abbreviated like ``token``."""
     full = names[index]
-    if token.casefold() == names[_index_of(names, token)].casefold():
+    if token.casefold() == names[name_index(names, token)].casefold():
         word = full
     elif len(token) == 4 and full[:4].casefold() in _FOUR_LETTER_ABBREVIATIONS:
         word = full[:4]
@@ -361,18 +164,13 @@ def _render_name(names: tuple[str, ...], index: int, token: str) -> str:
     return _cased(word, token)
 
 
-def _index_of(names: tuple[str, ...], token: str) -> int:
-    prefix = token[:3].casefold()
-    return next(i for i, name in enumerate(names) if name[:3].casefold() == prefix)
-
-
 def _render_year(value: int, token: str) -> str:
-    apostrophe = token[: len(token) - len(token.lstrip(_APOSTROPHES))]
+    apostrophe = token[: len(token) - len(token.lstrip(APOSTROPHES))]
     digits = len(token) - len(apostrophe)
     return apostrophe + (f"{value % 100:02d}" if digits == 2 else f"{value:04d}")
 
 
-def _render(match: re.Match[str], new: _Parsed, weekday_shift: int) -> str:
+def _render(match: re.Match[str], new: DateValue, weekday_shift: int) -> str:
     """The matched text with its value groups rewritten for ``new``."""
     groups = match.groupdict()
     values: dict[str, str] = {}
@@ -393,7 +191,7 @@ def _render(match: re.Match[str], new: _Parsed, weekday_shift: int) -> str:
         values["year"] = _render_year(new.year, groups["year"])
     if groups.get("weekday"):
         token = groups["weekday"]
-        index = (_WEEKDAY_BY_PREFIX[token[:3].casefold()] + weekday_shift) % 7
+        index = (name_index(WEEKDAYS, token) + weekday_shift) % 7
         values["weekday"] = _render_name(WEEKDAYS, index, token)
     pieces: list[str] = []
     position = 0
@@ -405,14 +203,14 @@ def _render(match: re.Match[str], new: _Parsed, weekday_shift: int) -> str:
     return "".join(pieces)
 
 
-def _shifted(value: _Parsed, shift: DateShift) -> _Parsed | None:
+def _shifted(value: DateValue, shift: DateShift) -> DateValue | None:
     """``value`` moved by ``shift`` at its own granularity; None past year 1-9999."""
     try:
         if value.day is not None:
             year = LEAP_REFERENCE_YEAR if value.year is None else value.year
             month = REFERENCE_MONTH if value.month is None else value.month
             moved = date(year, month, value.day) + timedelta(days=shift.days)
-            return _Parsed(
+            return DateValue(
                 None if value.year is None else moved.year,
                 None if value.month is None else moved.month,
                 moved.day,
@@ -421,29 +219,12 @@ def _shifted(value: _Parsed, shift: DateShift) -> _Parsed | None:
         return None
     if value.month is not None:
         if value.year is None:  # a month name alone
-            return _Parsed(None, (value.month - 1 + shift.months) % 12 + 1, None)
+            return DateValue(None, (value.month - 1 + shift.months) % 12 + 1, None)
         year, month0 = divmod(value.year * 12 + value.month - 1 + shift.months, 12)
-        return _Parsed(year, month0 + 1, None) if 1 <= year <= 9999 else None
+        return DateValue(year, month0 + 1, None) if 1 <= year <= 9999 else None
     assert value.year is not None
     year = value.year + shift.years
-    return _Parsed(year, None, None) if 1 <= year <= 9999 else None
-
-
-def parse_date(text: str) -> _Parsed | None:
-    """The date ``text`` stands for (year, month, day; None where absent), or None.
-
-    None for a range of two dates too (see :func:`date_levels`).
-    """
-    reading = _read(text)
-    if reading is None or len(reading.pieces) != 1:
-        return None
-    return reading.pieces[0].value
-
-
-def date_levels(text: str) -> frozenset[str]:
-    """The granularities of the date(s) ``text`` holds (``day``, ``month``, ``year``); empty if none."""
-    reading = _read(text)
-    return frozenset() if reading is None else reading.levels()
+    return DateValue(year, None, None) if 1 <= year <= 9999 else None
 
 
 def shift_text(text: str, shift: DateShift) -> str | None:
@@ -452,7 +233,7 @@ def shift_text(text: str, shift: DateShift) -> str | None:
     None when ``text`` is in no known form, is no valid date, or leaves years
     1-9999. Surrounding spaces and punctuation are kept as they are.
     """
-    reading = _read(text)
+    reading = read_date(text)
     if reading is None:
         return None
     rendered = []
@@ -513,13 +294,7 @@ class DateShiftOperator(SurrogateOperator):
     name: ClassVar[str] = "date_shift"
     defaults: ClassVar[Mapping[str, Any]] = {"min_days": 3, "max_days": 90, "direction": "both"}
 
-    def __init__(
-        self,
-        key: SurrogateKey,
-        options: Mapping[str, Any] | None = None,
-        originals: Originals | None = None,
-    ) -> None:
-        super().__init__(key, options, originals)
+    def configure(self) -> None:
         low, high = self.options["min_days"], self.options["max_days"]
         for option, value in (("min_days", low), ("max_days", high)):
             if isinstance(value, bool) or not isinstance(value, int):

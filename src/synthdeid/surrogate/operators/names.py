@@ -61,10 +61,8 @@ from typing import Any, Literal
 import faker
 
 from synthdeid.errors import ConfigError
-from synthdeid.surrogate.keying import SurrogateKey
 from synthdeid.surrogate.operators.base import (
     Mention,
-    Originals,
     SurrogateOperator,
     normalize,
     register,
@@ -323,13 +321,7 @@ class NameOperator(SurrogateOperator):
     name = "name"
     defaults: Mapping[str, Any] = {"locale": "en_US"}
 
-    def __init__(
-        self,
-        key: SurrogateKey,
-        options: Mapping[str, Any] | None = None,
-        originals: Originals | None = None,
-    ) -> None:
-        super().__init__(key, options, originals)
+    def configure(self) -> None:
         locale = self.options["locale"]
         try:
             self._fake = faker.Faker(locale)

@@ -19,10 +19,8 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from synthdeid.errors import ConfigError
-from synthdeid.surrogate.keying import SurrogateKey
 from synthdeid.surrogate.operators.base import (
     Mention,
-    Originals,
     SurrogateOperator,
     normalize,
     register,
@@ -300,13 +298,7 @@ class LocationOperator(SurrogateOperator):
     name = "location"
     defaults: ClassVar[Mapping[str, Any]] = {"locale": "en_US", "gazetteer": None}
 
-    def __init__(
-        self,
-        key: SurrogateKey,
-        options: Mapping[str, Any] | None = None,
-        originals: Originals | None = None,
-    ) -> None:
-        super().__init__(key, options, originals)
+    def configure(self) -> None:
         self.locale = str(self.options["locale"])
         self.gazetteer = self._check_gazetteer(self.options["gazetteer"])
         self.fake = _faker(self.locale)

@@ -14,10 +14,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from synthdeid.errors import ConfigError
-from synthdeid.surrogate.keying import SurrogateKey
 from synthdeid.surrogate.operators.base import (
     Mention,
-    Originals,
     SurrogateOperator,
     normalize,
     register,
@@ -122,13 +120,7 @@ class AgeOperator(SurrogateOperator):
     defaults: ClassVar[Mapping[str, Any]] = {"threshold": 90}
     avoids_originals = False  # "90+" or the age itself: a category, not a value
 
-    def __init__(
-        self,
-        key: SurrogateKey,
-        options: Mapping[str, Any] | None = None,
-        originals: Originals | None = None,
-    ) -> None:
-        super().__init__(key, options, originals)
+    def configure(self) -> None:
         threshold = self.options["threshold"]
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
             raise ConfigError(
@@ -183,13 +175,7 @@ class RedactOperator(SurrogateOperator):
     defaults: ClassVar[Mapping[str, Any]] = {"template": "[{label}]"}
     avoids_originals = False  # a placeholder, not a value
 
-    def __init__(
-        self,
-        key: SurrogateKey,
-        options: Mapping[str, Any] | None = None,
-        originals: Originals | None = None,
-    ) -> None:
-        super().__init__(key, options, originals)
+    def configure(self) -> None:
         self.template = str(self.options["template"])
         try:
             self.template.format(label="LABEL")
@@ -220,13 +206,7 @@ class HashOperator(SurrogateOperator):
     name = "hash"
     defaults: ClassVar[Mapping[str, Any]] = {"prefix": "", "length": 10}
 
-    def __init__(
-        self,
-        key: SurrogateKey,
-        options: Mapping[str, Any] | None = None,
-        originals: Originals | None = None,
-    ) -> None:
-        super().__init__(key, options, originals)
+    def configure(self) -> None:
         length = self.options["length"]
         if isinstance(length, bool) or not isinstance(length, int) or not 4 <= length <= 64:
             raise ConfigError(

@@ -1,0 +1,94 @@
+"""How a stage runs: CPU threads, the torch device, random seeds, progress bars.
+
+The stages that take them declare ``--threads``, ``--device`` and
+``--no-progress`` with :func:`add_runtime_arguments`, so the three mean the
+same everywhere; a stage's own defaults and help texts are its parameters.
+:func:`set_threads`, :func:`pick_device` and :func:`set_seed` apply them.
+
+Nothing heavy is imported at module level (every stage's argument parser uses
+this module, and ``synthdeid --help`` must stay fast): the functions that need
+torch import it when called.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from typing import TYPE_CHECKING
+
+from synthdeid.cli_types import non_negative_int, positive_int
+from synthdeid.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
+
+
+def add_runtime_arguments(
+    parser: argparse.ArgumentParser,
+    *,
+    threads: bool = True,
+    device: bool = True,
+    progress: bool = True,
+    threads_help: str | None = None,
+    zero_threads: bool = False,
+    device_default: str = "auto",
+    device_help: str | None = None,
+) -> None:
+    """Add ``--threads``, ``--device`` and ``--no-progress`` (those asked for) to ``parser``.
+
+    ``--threads`` is a positive count defaulting to None (torch's own choice);
+    with ``zero_threads`` it is a count defaulting to 0, which means the same.
+    ``--device`` is ``auto`` or a torch device such as ``cpu`` or ``cuda:N``
+    (see :func:`pick_device`), ``device_default`` unless given.
+    """
+    if threads:
+        parser.add_argument(
+            "--threads",
+            type=non_negative_int if zero_threads else positive_int,
+            default=0 if zero_threads else None,
+            help=threads_help,
+        )
+    if device:
+        parser.add_argument("--device", default=device_default, help=device_help)
+    if progress:
+        parser.add_argument("--no-progress", action="store_true")
+
+
+def set_threads(threads: int | None) -> None:
+    """Let torch use ``threads`` CPU threads; None or 0 keeps torch's default."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+def pick_device(requested: str = "auto") -> torch.device:
+    """The torch device ``requested``: ``auto`` (CUDA when visible, else CPU), ``cpu``, ``cuda:N``...
+
+    A name torch does not know, or CUDA where none is visible, is a :class:`ConfigError`.
+    """
+    import torch
+
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(requested)
+    except (RuntimeError, TypeError) as error:
+        raise ConfigError(
+            f"device must be auto or a torch device (cpu, cuda, cuda:N), not {requested!r}"
+        ) from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"device {requested!r} requested but no CUDA device is visible")
+    return device
+
+
+def set_seed(seed: int) -> None:
+    """Seed every random number generator a stage draws from: Python's, NumPy's and torch's."""
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    if torch.cuda.is_available():
+        torch.cuda.manual_seed_all(seed)
