@@ -17,6 +17,7 @@ from synthdeid.dplm.memorization import (
     MemorizationAudit,
     audit_markdown,
     compare_audits,
+    interval_json,
     memorization_audit,
     normalise_text,
     plot_canaries,
@@ -24,7 +25,7 @@ from synthdeid.dplm.memorization import (
 )
 from synthdeid.dplm.rouge import RougeIndex, rouge_l
 from synthdeid.errors import ConfigError
-from synthdeid.stats import wilson_interval
+from synthdeid.stats import Interval, wilson_interval
 
 TRAINING = [
     "Patient resting comfortably, vital signs stable overnight.",
@@ -104,6 +105,14 @@ def test_bad_input() -> None:
             memorization_audit(["a"], ["a"], near_threshold=threshold, progress=False)
     with pytest.raises(ValueError):
         compare_audits({})
+
+
+def test_interval_json_writes_null_where_the_interval_is_undefined() -> None:
+    defined = Interval(0.5, 0.25, 0.75)
+    assert interval_json(defined) == {"estimate": 0.5, "ci_lo": 0.25, "ci_hi": 0.75}
+    undefined = interval_json(Interval(math.nan, math.nan, math.nan))
+    assert undefined == {"estimate": None, "ci_lo": None, "ci_hi": None}
+    assert json.loads(json.dumps(undefined, allow_nan=False)) == undefined
 
 
 def test_normalise_text() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -44,8 +45,9 @@ from synthdeid.dplm.sampling import (
     perplexity,
     validate_sample,
 )
+from synthdeid.dplm.train_stage import LM_SETTINGS_FILE, read_lm_settings
 from synthdeid.dplm.training import LmTrainingConfig, sampling_plan, train_lm
-from synthdeid.errors import ConfigError
+from synthdeid.errors import ConfigError, InputError
 from synthdeid.synthesis.prompts import seed_variant
 
 CPU = torch.device("cpu")
@@ -308,3 +310,15 @@ def test_perplexity_is_the_exponentiated_mean_token_loss() -> None:
         tokens += len(ids) - 2
     assert result.tokens == tokens
     assert result.perplexity == pytest.approx(math.exp(total / tokens), rel=1e-5)
+
+
+def test_lm_settings_must_be_a_json_object(tmp_path: Path) -> None:
+    settings = tmp_path / LM_SETTINGS_FILE
+    settings.write_text('{"special_tokens": ["<c0>"]}')
+    assert read_lm_settings(tmp_path) == {"special_tokens": ["<c0>"]}
+    settings.write_text('["<c0>"]')
+    with pytest.raises(InputError, match="not a train-dp-lm model directory: not a JSON object"):
+        read_lm_settings(tmp_path)
+    settings.unlink()
+    with pytest.raises(InputError, match="not a train-dp-lm model directory"):
+        read_lm_settings(tmp_path)

@@ -66,7 +66,8 @@ class SentenceEncoder:
 
     @property
     def dimension(self) -> int:
-        return int(self.model.config.hidden_size)
+        # an HF model's config is a plain attribute; torch types them all as Tensor | Module
+        return int(self.model.config.hidden_size)  # type: ignore[union-attr, arg-type]
 
     def _batch(self, encoded: Sequence[Sequence[int]], indices: Sequence[int]) -> dict[str, Any]:
         """Pad the token ids of ``indices`` to their longest: input_ids and attention_mask."""

@@ -197,9 +197,9 @@ class SplitZipEncoder(BundledEncoder):
                 for f in importlib.metadata.distribution(distribution).files or ()
                 if f.name == path.name
             ]
-            if not recorded or recorded[0].hash is None:
+            expected = recorded[0] if recorded else None
+            if expected is None or expected.hash is None:
                 continue
-            expected = recorded[0]
             digest = base64.urlsafe_b64encode(bytes.fromhex(_sha256(path))).rstrip(b"=")
             if path.stat().st_size != expected.size or digest.decode() != expected.hash.value:
                 damaged[distribution] = path

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -43,8 +43,9 @@ def pyplot() -> Any:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.rcsetup import cycler
 
-    plt.rcParams["axes.prop_cycle"] = matplotlib.cycler(color=list(SERIES_COLORS))
+    plt.rcParams["axes.prop_cycle"] = cycler(color=list(SERIES_COLORS))
     return plt
 
 
@@ -52,7 +53,7 @@ def error_bars(intervals: Sequence[Interval]) -> np.ndarray:
     """Matplotlib ``yerr`` / ``xerr`` (2 x n) from intervals, never negative; 0 where undefined."""
     lower = [0.0 if is_undefined(i.lo) else max(0.0, i.estimate - i.lo) for i in intervals]
     upper = [0.0 if is_undefined(i.hi) else max(0.0, i.hi - i.estimate) for i in intervals]
-    return np.nan_to_num(np.array([lower, upper], dtype=float))
+    return cast(np.ndarray, np.nan_to_num(np.array([lower, upper], dtype=float)))
 
 
 def mark_undefined(

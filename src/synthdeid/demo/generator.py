@@ -158,6 +158,7 @@ def _doctor_name(fake: Faker, rng: random.Random) -> str:
 
 
 def _hospital_name(fake: Faker, rng: random.Random, *, animal: bool) -> str:
+    forms: tuple[str, ...]
     if animal:
         forms = (f"{fake.city()} Animal Hospital", f"{fake.last_name()} Veterinary Clinic")
     else:
@@ -311,7 +312,9 @@ def _build_note(
     return builder.text(), builder.spans
 
 
-def generate_demo_notes(n_notes: int = DEFAULT_N_NOTES, seed: int = DEFAULT_SEED) -> list[dict]:
+def generate_demo_notes(
+    n_notes: int = DEFAULT_N_NOTES, seed: int = DEFAULT_SEED
+) -> list[dict[str, Any]]:
     """Generate ``n_notes`` synthetic notes, deterministically for ``seed``.
 
     Each record is ``{"note_id", "patient_id", "style", "synthetic": True,
@@ -341,7 +344,7 @@ def generate_demo_notes(n_notes: int = DEFAULT_N_NOTES, seed: int = DEFAULT_SEED
             plan.append((patient, style, number))
 
     phi_notes = set(rng.sample(range(n_notes), round(PHI_SHARE * n_notes)))
-    records: list[dict] = []
+    records: list[dict[str, Any]] = []
     for index, (patient, style, number) in enumerate(plan):
         note_day = patient.base_date + timedelta(days=2 * (number - 1) + rng.randint(0, 1))
         values = _note_values(style, patient, note_day, rng, phrases)

@@ -130,7 +130,8 @@ def apply_lora(model: Any, settings: LoraSettings, *, base_vocabulary: int, voca
     attach_added_tokens(model, base_vocabulary, vocabulary)
     config = LoraConfig(
         r=settings.rank,
-        lora_alpha=settings.alpha,
+        # peft annotates an int, but only divides by it: a float scale is kept as given
+        lora_alpha=settings.alpha,  # type: ignore[arg-type]
         lora_dropout=settings.dropout,
         target_modules=list(settings.target_modules) if settings.target_modules else None,
         bias="none",
@@ -155,9 +156,11 @@ def merge_adapters(model: Any) -> Any:
     if not isinstance(embeddings, AddedTokenEmbedding):
         return merged
     assert isinstance(head, AddedTokenHead)
+    base_head_weight = head.base.weight
+    assert isinstance(base_head_weight, torch.Tensor)  # the pretrained head's weight
     with torch.no_grad():
         embedding_weight = torch.cat([embeddings.base.weight, embeddings.added.weight])
-        head_weight = torch.cat([head.base.weight, head.added.weight])
+        head_weight = torch.cat([base_head_weight, head.added.weight])
         head_bias = getattr(head.base, "bias", None)
     vocabulary, width = embedding_weight.shape
     new_embeddings = nn.Embedding(

@@ -70,7 +70,9 @@ def parse_run(value: str) -> tuple[str, Path, Path]:
     samples, sep2, model = rest.partition(":")
     if not (sep and sep2 and name and samples and model):
         raise argparse.ArgumentTypeError(f"expected NAME=SAMPLES.parquet:MODEL_DIR, got {value!r}")
-    return name, input_file(samples), input_dir(model)
+    samples_path, model_dir = input_file(samples), input_dir(model)
+    assert samples_path is not None and model_dir is not None  # None only for an empty value
+    return name, samples_path, model_dir
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:

@@ -59,8 +59,9 @@ NEAR_THRESHOLD = 0.8
 _WHITESPACE = re.compile(r"\s+")
 
 
-def interval_json(interval: Interval) -> dict[str, float]:
-    return {k: float(v) for k, v in interval.as_dict().items()}
+def interval_json(interval: Interval) -> dict[str, float | None]:
+    """Estimate and bounds as JSON numbers, null where undefined."""
+    return interval.as_dict()
 
 
 def normalise_text(text: str) -> str:

@@ -220,11 +220,13 @@ def conv1d_to_linear(model: nn.Module) -> int:
     """Replace every ``Conv1D`` (weight in x out) by the same ``nn.Linear``; returns the count."""
 
     def make(conv: nn.Module) -> nn.Linear:
-        n_in, n_out = conv.weight.shape
-        linear = nn.Linear(n_in, n_out, device=conv.weight.device, dtype=conv.weight.dtype)
+        weight, bias = conv.weight, conv.bias
+        assert isinstance(weight, torch.Tensor) and isinstance(bias, torch.Tensor)
+        n_in, n_out = weight.shape
+        linear = nn.Linear(n_in, n_out, device=weight.device, dtype=weight.dtype)
         with torch.no_grad():
-            linear.weight.copy_(conv.weight.t())
-            linear.bias.copy_(conv.bias)
+            linear.weight.copy_(weight.t())
+            linear.bias.copy_(bias)
         return linear
 
     return _swap_children(model, _conv1d_class(), make)
@@ -241,9 +243,11 @@ def linear_to_conv1d(
             if type(child) is nn.Linear and child_name in names:
                 conv = conv_class(child.out_features, child.in_features)
                 conv.to(device=child.weight.device, dtype=child.weight.dtype)
+                weight, bias = conv.weight, conv.bias
+                assert isinstance(weight, torch.Tensor) and isinstance(bias, torch.Tensor)
                 with torch.no_grad():
-                    conv.weight.copy_(child.weight.t())
-                    conv.bias.copy_(child.bias)
+                    weight.copy_(child.weight.t())
+                    bias.copy_(child.bias)
                 setattr(parent, child_name, conv)
                 swapped += 1
     return swapped
@@ -315,6 +319,7 @@ def load_lm(directory: str | Path, device: torch.device) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(directory)
-    model = AutoModelForCausalLM.from_pretrained(directory).to(device)
+    # functools.wraps types transformers' .to as unbound (self first)
+    model = AutoModelForCausalLM.from_pretrained(directory).to(device)  # type: ignore[arg-type]
     model.eval()
     return model, tokenizer

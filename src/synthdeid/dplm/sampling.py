@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -143,10 +143,11 @@ def validate_sample(
     """The template checks a sample must pass before it is filled."""
     if len(sample.text.split()) < min_words:
         return reject("too_short", f"{len(sample.text.split())} words, at least {min_words}")
-    for check in (
+    checks: tuple[Callable[[], Verdict | None], ...] = (
         lambda: validator.check_placeholders(sample.text, variant),
         lambda: validator.check_identifiers(sample.text),
-    ):
+    )
+    for check in checks:
         verdict = check()
         if verdict is not None:
             return verdict
@@ -187,7 +188,8 @@ def perplexity(
         body = tokenizer.encode(control_token(code) + text, add_special_tokens=False)
         encoded.append([tokenizer.bos_token_id, *body[: max_length - 2], tokenizer.eos_token_id])
     positions = accepts_position_ids(model)
-    total_nll, total_tokens, per_note = 0.0, 0, []
+    total_nll, total_tokens = 0.0, 0
+    per_note: list[float] = []
     model.eval()
     with torch.no_grad():
         for start in range(0, len(encoded), batch_size):

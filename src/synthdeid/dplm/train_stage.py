@@ -172,6 +172,9 @@ def run(args: argparse.Namespace) -> None:
 def read_lm_settings(directory: Path) -> dict[str, Any]:
     path = directory / LM_SETTINGS_FILE
     try:
-        return json.loads(path.read_text())
+        settings = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise InputError(path, None, f"not a train-dp-lm model directory: {exc}") from exc
+    if not isinstance(settings, dict):
+        raise InputError(path, None, "not a train-dp-lm model directory: not a JSON object")
+    return settings

@@ -31,7 +31,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -150,7 +150,8 @@ def forward_logits(
     model: nn.Module, batch: Mapping[str, torch.Tensor], positions: bool
 ) -> torch.Tensor:
     inputs = dict(batch) if positions else {k: v for k, v in batch.items() if k != "position_ids"}
-    return model(**inputs).logits[:, :-1]
+    logits: torch.Tensor = model(**inputs).logits
+    return logits[:, :-1]
 
 
 def per_note_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -310,7 +311,8 @@ def train_lm(
         start = vocabulary if base_vocabulary is None else base_vocabulary
 
         def adapt(module: nn.Module) -> nn.Module:
-            return apply_lora(module, lora, base_vocabulary=start, vocabulary=vocabulary)
+            peft_model = apply_lora(module, lora, base_vocabulary=start, vocabulary=vocabulary)
+            return cast(nn.Module, peft_model)
 
     model, preparation = prepare_for_opacus(
         model,

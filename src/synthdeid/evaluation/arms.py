@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -162,7 +163,7 @@ def summarize_arm(
 def drawn_mean(values: np.ndarray, draws: np.ndarray) -> np.ndarray:
     """Per resample, the mean of the drawn seeds' values (``values``: seeds x resamples)."""
     columns = np.arange(values.shape[1])[:, None]
-    return values.T[columns, draws].mean(axis=1)
+    return cast(np.ndarray, values.T[columns, draws].mean(axis=1))
 
 
 def arm_paired_test(

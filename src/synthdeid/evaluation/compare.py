@@ -202,7 +202,9 @@ def paired_rows(name: str, reference: str, result: PairedTestResult) -> list[dic
     ]
 
 
-def runs_markdown(results: dict[str, BootstrapResult], reference: str, rows: list[dict]) -> str:
+def runs_markdown(
+    results: dict[str, BootstrapResult], reference: str, rows: list[dict[str, Any]]
+) -> str:
     ranks = {row["run"]: row["rank"] for row in rows}
     lines = [
         "# NER runs",

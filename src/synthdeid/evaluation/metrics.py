@@ -47,6 +47,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
 
 import numpy as np
 
@@ -204,7 +205,7 @@ class CountTable:
         return self.values[:, self.index[name]]
 
     def totals(self) -> np.ndarray:
-        return self.values.sum(axis=0)
+        return cast(np.ndarray, self.values.sum(axis=0))
 
     def with_labels(self, labels: Sequence[str]) -> CountTable:
         """The same counts over ``labels`` (a superset); new labels count zero."""

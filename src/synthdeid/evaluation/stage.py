@@ -20,10 +20,11 @@ from pathlib import Path
 from synthdeid.artifacts import make_provenance
 from synthdeid.cli_types import input_file, output_dir, positive_int
 from synthdeid.errors import InputError
-from synthdeid.evaluation.bootstrap import N_RESAMPLES, SEED, bootstrap_metrics
+from synthdeid.evaluation.bootstrap import bootstrap_metrics
 from synthdeid.evaluation.metrics import count_table
 from synthdeid.evaluation.report import write_not_scored_report, write_report
 from synthdeid.notes import Note, Span, read_notes
+from synthdeid.stats import N_RESAMPLES, SEED
 
 log = logging.getLogger(__name__)
 

@@ -85,7 +85,9 @@ def _convert(ref: ModelRef, target: Path) -> Path | None:
         log.info("converting %s to a transformers folder in %s (once)", ref.name, target)
         tokenizer = AutoTokenizer.from_pretrained(location, **options)
         lm = AutoModelForCausalLM.from_pretrained(location, dtype=torch.float32, **options)
-        lm.hf_quantizer = None  # the weights are dequantized: save them as plain tensors
+        # the weights are dequantized: save them as plain tensors (torch types
+        # Module.__setattr__ for tensors and modules only; any value is accepted)
+        lm.hf_quantizer = None  # type: ignore[assignment]
         if hasattr(lm.config, "quantization_config"):
             del lm.config.quantization_config
         lm.save_pretrained(staging)

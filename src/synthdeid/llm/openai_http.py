@@ -222,7 +222,7 @@ class OpenAICompatibleBackend(CachedChatBackend):
     def _delay(self, attempt: int, retry_after_s: float | None) -> float:
         if retry_after_s is not None:
             return min(max(retry_after_s, 0.0), MAX_RETRY_AFTER_S)
-        base = min(self.max_backoff_s, self.backoff_s * 2**attempt)
+        base: float = min(self.max_backoff_s, self.backoff_s * 2**attempt)
         with self._lock:
             return base * self._rng.uniform(0.5, 1.0)
 

@@ -76,11 +76,11 @@ def run(args: argparse.Namespace) -> None:
         if not stop_server(args.state_dir):
             log.info("no LLM server was running from %s", args.state_dir)
     else:
-        handle = server_status(args.state_dir)
-        if handle is None:
+        running = server_status(args.state_dir)
+        if running is None:
             log.info("no LLM server runs from %s", args.state_dir)
         else:
             log.info(
-                "LLM server pid %d, model %s, log %s", handle.pid, handle.model, handle.log_path
+                "LLM server pid %d, model %s, log %s", running.pid, running.model, running.log_path
             )
-            print(handle.base_url, flush=True)
+            print(running.base_url, flush=True)

@@ -336,14 +336,13 @@ def _read_state(path: Path) -> dict[str, Any] | None:
         raise InputError(
             path, None, f"not a readable server record ({type(exc).__name__})", _STATE_HINT
         ) from None
-    valid = (
+    if not (
         isinstance(state, dict)
         and isinstance(state.get("pid"), int)
         and state["pid"] > 0
         and isinstance(state.get("url"), str)
         and isinstance(state.get("model"), str)
-    )
-    if not valid:
+    ):
         raise InputError(path, None, "a server record needs pid, url and model", _STATE_HINT)
     return state
 

@@ -47,7 +47,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from tqdm import tqdm
@@ -158,9 +158,10 @@ class TransformersBackend(CachedChatBackend):
             request = request.with_system_folded()
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         if getattr(self._tokenizer, "chat_template", None):
-            return self._tokenizer.apply_chat_template(
+            text = self._tokenizer.apply_chat_template(
                 messages, add_generation_prompt=True, tokenize=False
             )
+            return cast(str, text)
         lines = [f"{m['role']}: {m['content']}" for m in messages]
         return "\n".join([*lines, "assistant:"])
 
@@ -322,7 +323,8 @@ def _load(ref: ModelRef, device: torch.device, dtype: torch.dtype) -> tuple[Any,
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
-    return tokenizer, lm.to(device).eval()
+    # functools.wraps types transformers' .to as unbound (self first)
+    return tokenizer, lm.to(device).eval()  # type: ignore[arg-type]
 
 
 def _template_drops_system(tokenizer: Any) -> bool:

@@ -34,7 +34,7 @@ def shuffled_bucket_batches(
         batches += [
             [int(i) for i in chunk[j : j + batch_size]] for j in range(0, len(chunk), batch_size)
         ]
-    rng.shuffle(batches)  # type: ignore[arg-type]
+    rng.shuffle(batches)
     return batches
 
 

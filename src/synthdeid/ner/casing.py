@@ -98,11 +98,13 @@ def enable_case_types(model: torch.nn.Module) -> None:
     )
     with torch.no_grad():
         grown.weight[:] = table.weight[0]
-    embeddings = model.base_model.embeddings
-    embeddings.token_type_embeddings = grown
+    # an HF model's base_model and config are plain attributes, which torch types as
+    # Tensor | Module
+    embeddings = model.base_model.embeddings  # type: ignore[union-attr]
+    embeddings.token_type_embeddings = grown  # type: ignore[union-attr]
     # BERT keeps a buffer of zero type ids for calls without token_type_ids; its size
     # follows positions, not types, so it needs no change
-    model.config.type_vocab_size = N_CASE_TYPES
+    model.config.type_vocab_size = N_CASE_TYPES  # type: ignore[union-attr]
 
 
 def check_case_types(model: torch.nn.Module) -> None:

@@ -19,7 +19,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -90,9 +90,10 @@ def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:
         # in the pinned stack; the kernels are still the fbgemm/x86 ones
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
-        return quantize_dynamic(
+        quantized = quantize_dynamic(
             model, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8
         )
+    return cast(torch.nn.Module, quantized)
 
 
 class SpanTagger(ABC):

@@ -115,7 +115,7 @@ def save_model_directory(
     out_dir = Path(out_dir)
     with atomic_directory(out_dir) as staging:
         tagger = result.tagger
-        tagger.model.save_pretrained(staging)
+        tagger.model.save_pretrained(staging)  # type: ignore[operator]  # an HF model's method
         tagger.tokenizer.save_pretrained(staging)
         tagger.settings.save(staging)
         history = {

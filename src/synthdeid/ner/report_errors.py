@@ -28,7 +28,7 @@ from __future__ import annotations
 import argparse
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -179,7 +179,9 @@ def summarize(errors: Sequence[SpanError], notes: Sequence[Note]) -> dict[str, A
     by_kind: dict[str, Any] = {}
     for kind in KINDS:
         of_kind = [e for e in errors if e.kind == kind]
-        label_of = (lambda e: e.predicted_label) if kind == "spurious" else (lambda e: e.gold_label)
+        label_of: Callable[[SpanError], str | None] = (
+            (lambda e: e.predicted_label) if kind == "spurious" else (lambda e: e.gold_label)
+        )
         by_kind[kind] = {
             "count": len(of_kind),
             "by_label": dict(sorted(Counter(label_of(e) for e in of_kind).items())),

@@ -51,7 +51,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -137,7 +137,7 @@ def gold_phi(offsets: np.ndarray, spans: Sequence[Span]) -> np.ndarray:
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(z, -500.0, 500.0)))
+    return cast(np.ndarray, 1.0 / (1.0 + np.exp(-np.clip(z, -500.0, 500.0))))
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,7 @@ def _log_loss(y: np.ndarray, p_phi: np.ndarray) -> float:
 def fit_stacker(
     features: np.ndarray,
     phi: np.ndarray,
-    groups: Sequence[str],
+    groups: Sequence[str] | np.ndarray,
     lexicons: Sequence[str],
     settings: StackerFitSettings | None = None,
 ) -> StackerFit:

@@ -310,7 +310,7 @@ def _save_directory(
 ) -> None:
     """Write weights, tokenizer and ``synthdeid_tapt.json``; replace ``out_dir`` atomically."""
     with atomic_directory(out_dir) as staging:
-        model.save_pretrained(staging)
+        model.save_pretrained(staging)  # type: ignore[operator]  # an HF model's method
         tokenizer.save_pretrained(staging)
         (staging / TAPT_CONFIG_FILE).write_text(json.dumps(metadata, indent=2) + "\n")
 

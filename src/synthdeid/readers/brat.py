@@ -27,7 +27,7 @@ def parse_ann(
     and how many annotations had their stated surface checked (all of them).
     """
     verified = 0
-    fragments = []
+    fragments: list[tuple[str, int, int, str]] = []
     for number, line in enumerate(content.splitlines(), start=1):
         if not line.startswith("T"):
             continue

@@ -278,17 +278,16 @@ class Diagnostics:
         return list(self.statistics)
 
     def to_dict(self) -> dict[str, Any]:
-        return _json_safe(
-            {
-                "reference": self.reference,
-                "encoder": self.encoder,
-                "subsets": self.subsets,
-                "statistics": self.statistics,
-                "divergences": self.divergences,
-                "definitions": DEFINITIONS,
-                "provenance": self.provenance,
-            }
-        )
+        document = {
+            "reference": self.reference,
+            "encoder": self.encoder,
+            "subsets": self.subsets,
+            "statistics": self.statistics,
+            "divergences": self.divergences,
+            "definitions": DEFINITIONS,
+            "provenance": self.provenance,
+        }
+        return {key: _json_safe(value) for key, value in document.items()}
 
 
 def _json_safe(value: Any) -> Any:

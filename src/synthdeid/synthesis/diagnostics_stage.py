@@ -80,7 +80,9 @@ def parse_subset(value: str) -> FileSubset:
     if not path:
         raise argparse.ArgumentTypeError(f"no PATH in {value!r}; expected NAME=PATH[:PART]")
     parts = tuple(dict.fromkeys(p.strip() for p in part.split(",") if p.strip()))
-    return FileSubset(name, input_file(path), parts)
+    subset_file = input_file(path)
+    assert subset_file is not None  # None only for an empty value
+    return FileSubset(name, subset_file, parts)
 
 
 def parse_derived(value: str) -> DerivedSubset:

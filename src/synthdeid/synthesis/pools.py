@@ -166,17 +166,17 @@ def near_dedup(
             seeds[int(seed_index[i])].note_id,
             float(to_seed[i]),
         )
-        for i in np.flatnonzero(near_seed)
+        for i in np.flatnonzero(near_seed).tolist()
     ]
     # greedy within the pool: a note goes when it is that close to a note already kept
     candidates = np.flatnonzero(~near_seed)
     keep, duplicate_of = greedy_near_duplicates(embedded[candidates], settings.near_threshold)
     kept: list[Note] = []
-    for position, i in enumerate(candidates):
+    for position, i in enumerate(candidates.tolist()):
         if keep[position]:
             kept.append(notes[i])
             continue
-        j = candidates[int(duplicate_of[position])]
+        j = int(candidates[int(duplicate_of[position])])
         similarity = float(embedded[i] @ embedded[j])
         removed.append(
             Removal(notes[i].note_id, "near_dedup", "near_synthetic", notes[j].note_id, similarity)

@@ -131,7 +131,7 @@ def plan_jobs(
     seeds: Sequence[Note], variants: Mapping[str, int], prompt: PromptSpec
 ) -> list[TemplateJob]:
     """Every seed x every variant x its number of copies, in a stable order."""
-    jobs = []
+    jobs: list[TemplateJob] = []
     for seed in seeds:
         for name, copies in variants.items():
             variant = prompt.variant(name)

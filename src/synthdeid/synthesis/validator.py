@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from synthdeid.identifiers import IdentifierScanner
@@ -249,7 +249,7 @@ class TemplateValidator:
 
     def validate_template(self, template: str, variant: Variant, seed: str) -> Verdict:
         """Checks 2-7 on a template already extracted from its answer."""
-        checks = (
+        checks: tuple[Callable[[], Verdict | None], ...] = (
             lambda: self.check_echo(template, seed),
             lambda: self.check_placeholders(template, variant),
             lambda: self.check_identifiers(template),

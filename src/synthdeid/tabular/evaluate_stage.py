@@ -290,7 +290,7 @@ def run(args: argparse.Namespace) -> None:
     train, holdout = split_parts(prepared, args.prepared)
     train, holdout = train[spec.names], holdout[spec.names]
     embed = cached_embedder(settings.encoder, progress=not args.no_progress)
-    results = []
+    results: list[dict[str, Any]] = []
     reference = score_sample(train, holdout, holdout, settings, embed, with_novelty=False)
     results.append(
         {

@@ -203,9 +203,10 @@ def accuracy_figure(
     axes[0].barh(positions, [v if v is not None else 0.0 for v in values], color=PALETTE["blue"])
     for y, value in zip(positions, values, strict=True):
         text = NOT_AVAILABLE if value is None else f"{value:.2f}"
-        inside = value is not None and value > 0.85
+        shown = 0.0 if value is None else value
+        inside = shown > 0.85
         axes[0].text(
-            value - 0.01 if inside else (value or 0.0) + 0.01,
+            shown - 0.01 if inside else shown + 0.01,
             y,
             text,
             va="center",

@@ -291,7 +291,8 @@ def fidelity(
         scores = [_subset_accuracy(train_codes, synthetic_codes, cardinalities, s) for s in subsets]
         levels.append(float(np.mean(scores)) if scores else math.nan)
     existing = [v for v in levels if not math.isnan(v)]
-    return Fidelity(*levels, overall=float(np.mean(existing)))
+    univariate, bivariate, trivariate = levels
+    return Fidelity(univariate, bivariate, trivariate, overall=float(np.mean(existing)))
 
 
 # ---------------------------------------------------------------------------

@@ -183,7 +183,7 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
 def _bins(value: Any, where: str) -> tuple[Bin, ...]:
     if not isinstance(value, Sequence) or isinstance(value, str) or len(value) < 2:
         raise ConfigError(f"{where} must list at least two [low, high] ranges")
-    bins = []
+    bins: list[Bin] = []
     for i, entry in enumerate(value):
         if not isinstance(entry, Sequence) or isinstance(entry, str) or len(entry) != 2:
             raise ConfigError(f"{where}[{i}] must be [low, high], got {entry!r}")

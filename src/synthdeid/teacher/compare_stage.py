@@ -35,7 +35,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -68,6 +68,9 @@ from synthdeid.reporting import (
 )
 from synthdeid.stats import ALPHA, N_RESAMPLES, SEED, Interval, is_undefined, resample_weights
 
+if TYPE_CHECKING:
+    from matplotlib.typing import LineStyleType
+
 log = logging.getLogger(__name__)
 
 MATCHES: tuple[str, ...] = ("overlap", "exact")
@@ -90,8 +93,8 @@ NOISE_FIELDS: tuple[str, ...] = (
     "predicted",
 )
 # connectors: colour and line style both tell the direction (colour-blind safe)
-BETTER_OR_EQUAL = (PALETTE["sky"], "-")  # student >= teacher
-WORSE = (PALETTE["vermillion"], "--")  # teacher ahead
+BETTER_OR_EQUAL: tuple[str, LineStyleType] = (PALETTE["sky"], "-")  # student >= teacher
+WORSE: tuple[str, LineStyleType] = (PALETTE["vermillion"], "--")  # teacher ahead
 TEACHER_COLOR = PALETTE["blue"]
 STUDENT_COLOR = PALETTE["orange"]
 PRECISION_COLOR = PALETTE["blue"]
@@ -158,10 +161,10 @@ def compare_distillation(
     (teacher_name, teacher_table), (student_name, student_table) = teacher, student
     metrics = match_metrics(match)
     weights = resample_weights(len(teacher_table.note_ids), n_resamples, seed)
-    results = [
+    teacher_result, student_result = (
         bootstrap_metrics(table, n_resamples=n_resamples, seed=seed, weights=weights)
         for table in (teacher_table, student_table)
-    ]
+    )
     tests = {
         part: paired_bootstrap_test(
             student_table,
@@ -174,7 +177,9 @@ def compare_distillation(
         )
         for part in ("precision", "recall")
     }
-    return Distillation(teacher_name, student_name, match, alpha, *results, tests)
+    return Distillation(
+        teacher_name, student_name, match, alpha, teacher_result, student_result, tests
+    )
 
 
 def distillation_rows(d: Distillation) -> list[dict[str, Any]]:

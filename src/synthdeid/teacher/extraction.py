@@ -144,8 +144,8 @@ def _confidence(raw: Any) -> tuple[bool, float | None]:
 def _item(raw: Any, label: str) -> Extracted | None:
     """The entity of one item, or None when it is malformed."""
     if isinstance(raw, str):
-        text = raw.strip()
-        return Extracted(label, text, None) if text else None
+        stripped = raw.strip()
+        return Extracted(label, stripped, None) if stripped else None
     if not isinstance(raw, dict):
         return None
     text = raw.get("text")

@@ -56,7 +56,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import faker
 
@@ -319,7 +319,7 @@ class NameOperator(SurrogateOperator):
     """Person names, token by token, with Faker surrogates (see the module docstring)."""
 
     name = "name"
-    defaults: Mapping[str, Any] = {"locale": "en_US"}
+    defaults: ClassVar[Mapping[str, Any]] = {"locale": "en_US"}
 
     def configure(self) -> None:
         locale = self.options["locale"]

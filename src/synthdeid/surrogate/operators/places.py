@@ -252,7 +252,7 @@ def _faker(locale: str) -> Faker:
 
 def _first_method(fake: Faker, *names: str) -> Callable[[], str]:
     for name in names:
-        method = getattr(fake, name, None)
+        method: Callable[[], str] | None = getattr(fake, name, None)
         if method is not None:
             return method
     raise AttributeError(names[0])
