@@ -38,9 +38,9 @@ from faker import Faker
 from synthdeid.artifacts import atomic_text
 from synthdeid.cli_types import output_dir, positive_int
 from synthdeid.demo.phrases import Phrases, Style, load_phrases
+from synthdeid.detectors import MONTHS
 from synthdeid.errors import ConfigError
 from synthdeid.labels import CANONICAL_LABELS
-from synthdeid.surrogate.operators.dates import MONTHS
 
 log = logging.getLogger(__name__)
 
