@@ -11,7 +11,7 @@ in the same run:
 - ``import synthdeid.cli``: the interpreter plus the command module, the floor
   no call can go under.
 
-The measured commands are ``synthdeid --help`` and ``synthdeid surrogate`` on
+The measured commands are ``synthdeid --help`` and ``synthdeid replace-surrogates`` on
 10 demo notes (ingested from resources/demo/notes.jsonl into a temporary
 folder first, with a random strong secret). Ratios are against the first
 baseline.
@@ -51,7 +51,7 @@ def timed(command: list[str], env: dict[str, str], repeats: int) -> list[float]:
 
 
 def demo_notes(folder: Path, env: dict[str, str]) -> Path:
-    """The first demo notes as a notes table, made with ``synthdeid ingest``."""
+    """The first demo notes as a notes table, made with ``synthdeid ingest-corpus``."""
     from synthdeid.labels import CANONICAL_LABELS
 
     corpus = folder / "notes.jsonl"
@@ -59,7 +59,7 @@ def demo_notes(folder: Path, env: dict[str, str]) -> Path:
         corpus.write_text("".join(source.readline() for _ in range(N_NOTES)), encoding="utf-8")
     notes = folder / "notes.parquet"
     label_map = json.dumps({label: label for label in CANONICAL_LABELS})
-    ingest = [sys.executable, "-m", "synthdeid", "ingest", "--corpus", str(corpus)]
+    ingest = [sys.executable, "-m", "synthdeid", "ingest-corpus", "--corpus", str(corpus)]
     ingest += ["--format", "jsonl", "--label-map", label_map, "--source", "demo"]
     ingest += ["--out", str(notes), "--summary", str(folder / "ingest.json")]
     subprocess.run(ingest, env=env, check=True, capture_output=True)
@@ -81,20 +81,20 @@ def main() -> None:
             "import all stages (baseline)": [sys.executable, "-c", IMPORT_ALL],
             "import synthdeid.cli (floor)": [sys.executable, "-c", "import synthdeid.cli"],
             "synthdeid --help": [*synthdeid, "--help"],
-            f"synthdeid surrogate ({N_NOTES} notes)": [
+            f"synthdeid replace-surrogates ({N_NOTES} notes)": [
                 *synthdeid,
-                "surrogate",
+                "replace-surrogates",
                 str(notes),
                 str(folder / "out" / "notes.parquet"),
             ],
         }
         results = {name: timed(command, env, args.repeats) for name, command in commands.items()}
     baseline = statistics.median(next(iter(results.values())))
-    print(f"{'command':<34} {'median s':>9} {'min-max s':>13} {'x baseline':>10}")
+    print(f"{'command':<42} {'median s':>9} {'min-max s':>13} {'x baseline':>10}")
     for name, times in results.items():
         median = statistics.median(times)
         spread = f"{min(times):.3f}-{max(times):.3f}"
-        print(f"{name:<34} {median:>9.3f} {spread:>13} {median / baseline:>10.2f}")
+        print(f"{name:<42} {median:>9.3f} {spread:>13} {median / baseline:>10.2f}")
     print(f"repeats: {args.repeats}; python {sys.version.split()[0]}; {os.cpu_count()} CPUs")
 
 

@@ -8,7 +8,7 @@ same notes, after one warm-up batch:
 
 - ``fp32 unsorted``: batches in note order, padded to their longest window
   (the baseline that length bucketing improves on);
-- ``fp32``: length-sorted batches, as ``synthdeid deid`` runs;
+- ``fp32``: length-sorted batches, as ``synthdeid predict-ner`` runs;
 - ``bf16``: the same with weights and products in bfloat16 (fast where the
   CPU has AVX512-BF16 or AMX);
 - ``int8``: the same with dynamic int8 quantization of the Linear layers;

@@ -29,7 +29,7 @@ import yaml
 from synthdeid.artifacts import write_parquet_atomic
 from synthdeid.local_only import LOCAL_DIR, LOCAL_ONLY_METADATA
 from synthdeid.notes import read_notes
-from synthdeid.synthesis.template_stage import sample_seeds
+from synthdeid.stages.generate_templates import sample_seeds
 
 WORKFLOW_TEACHER_KEYS = ("name", "student")
 

@@ -147,7 +147,7 @@ def big_notes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo notes, ingested and copied until a surrogate run takes a few seconds."""
     folder = tmp_path_factory.mktemp("big")
     label_map = json.dumps({label: label for label in CANONICAL_LABELS})
-    argv = ["ingest", "--corpus", str(DEMO), "--format", "jsonl", "--label-map", label_map]
+    argv = ["ingest-corpus", "--corpus", str(DEMO), "--format", "jsonl", "--label-map", label_map]
     argv += ["--source", "demo", "--out", str(folder / "demo.parquet")]
     assert main([*argv, "--summary", str(folder / "demo.json")]) == 0
     notes = read_notes(folder / "demo.parquet")
@@ -162,7 +162,7 @@ def big_notes(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def start_surrogate(notes: Path, out: Path) -> subprocess.Popen[str]:
     env = {**os.environ, SECRET_VARIABLE: STRONG_SECRET, "OMP_NUM_THREADS": "1"}
-    command = [sys.executable, "-m", "synthdeid", "surrogate", str(notes), str(out)]
+    command = [sys.executable, "-m", "synthdeid", "replace-surrogates", str(notes), str(out)]
     return subprocess.Popen(
         [*command, "--batch-rows", "20"],
         env=env,
@@ -219,7 +219,7 @@ def test_a_killed_stage_leaves_temporaries_that_the_next_run_removes(
     left = temporaries(tmp_path)
     assert left, "SIGKILL should leave the temporary files behind"
     monkeypatch.setenv(SECRET_VARIABLE, STRONG_SECRET)
-    assert main(["surrogate", str(big_notes / "demo.parquet"), str(out)]) == 0
+    assert main(["replace-surrogates", str(big_notes / "demo.parquet"), str(out)]) == 0
     assert temporaries(tmp_path) == []
     assert out.is_file()
     assert "stale temporary file(s)" in capsys.readouterr().err
@@ -232,7 +232,7 @@ def test_a_rerun_removes_a_stale_temporary_of_the_mask_removed_values(
     removed.parent.mkdir()
     stale = removed.parent / f".removed.parquet{TEMP_MARKER}4242-abcdefgh"
     stale.write_bytes(b"original surfaces")
-    argv = ["mask", "--notes", str(big_notes / "demo.parquet"), "--parts", "unsplit"]
+    argv = ["mask-seeds", "--notes", str(big_notes / "demo.parquet"), "--parts", "unsplit"]
     argv += ["--out", str(tmp_path / "masked.parquet"), "--removed", str(removed)]
     assert main([*argv, "--summary", str(tmp_path / "summary.json")]) == 0
     assert not stale.exists() and removed.is_file()

@@ -55,7 +55,7 @@ OUTPUT_DESTS = {
 }
 # names that are outputs in one stage and inputs in another
 STAGE_OUTPUTS = {
-    ("mask", "removed"),
+    ("mask-seeds", "removed"),
     ("sample-dp-lm", "samples"),
     ("verbalize-tabular", "reports"),
 }
@@ -124,7 +124,7 @@ def test_a_stage_help_imports_only_that_stage_and_nothing_heavy() -> None:
     probe = (
         "import sys\n"
         "from synthdeid.cli import main, STAGES\n"
-        "main(['surrogate', '--help'])\n"
+        "main(['replace-surrogates', '--help'])\n"
         "heavy = ('torch', 'transformers', 'pandas', 'sklearn', 'matplotlib', 'opacus')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
         "print(sorted(s.module for s in STAGES.values() if s.module in sys.modules))\n"
@@ -132,14 +132,14 @@ def test_a_stage_help_imports_only_that_stage_and_nothing_heavy() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     heavy, stages = done.stdout.strip().splitlines()[-2:]
     assert heavy == "[]"
-    assert stages == "['synthdeid.surrogate.stage']"
+    assert stages == "['synthdeid.stages.replace_surrogates']"
     assert "--batch-rows" in done.stdout  # the stage's own arguments are in its help
 
 
 def test_stage_help_shows_its_docstring_and_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["mask", "--help"]) == 0
+    assert main(["mask-seeds", "--help"]) == 0
     out = "".join(capsys.readouterr().out.split())
-    assert "".join(STAGES["mask"].summary.split()) in out and "--removed" in out
+    assert "".join(STAGES["mask-seeds"].summary.split()) in out and "--removed" in out
 
 
 # --- every stage marks its path arguments
@@ -174,7 +174,7 @@ def test_mask_removed_equal_to_notes_is_refused(
 ) -> None:
     notes = notes_table(tmp_path / "in.parquet")
     before = digests(tmp_path)
-    argv = ["mask", "--notes", str(notes), "--out", str(tmp_path / "m.parquet")]
+    argv = ["mask-seeds", "--notes", str(notes), "--out", str(tmp_path / "m.parquet")]
     argv += ["--removed", str(notes), "--summary", str(tmp_path / "s.json")]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -190,7 +190,7 @@ def test_surrogate_output_equal_to_key_file_is_refused(
     key = tmp_path / "k2"
     key.write_text(STRONG_SECRET + "\n")
     before = digests(tmp_path)
-    assert main(["surrogate", str(notes), str(key), "--key-file", str(key)]) == 2
+    assert main(["replace-surrogates", str(notes), str(key), "--key-file", str(key)]) == 2
     err = capsys.readouterr().err
     assert "output and --key-file name the same file" in err
     assert digests(tmp_path) == before
@@ -205,7 +205,7 @@ def test_surrogate_output_equal_to_input_is_refused_also_spelled_differently(
     monkeypatch.setenv(SECRET_VARIABLE, STRONG_SECRET)
     before = digests(tmp_path)
     for output in ("io.parquet", "./io.parquet", str(tmp_path / "io.parquet"), "link.parquet"):
-        assert main(["surrogate", "io.parquet", output]) == 2
+        assert main(["replace-surrogates", "io.parquet", output]) == 2
         assert "input and output name the same file" in capsys.readouterr().err
     assert digests(tmp_path) == before
 
@@ -216,7 +216,7 @@ def test_surrogate_summary_equal_to_output_is_refused(
     notes = notes_table(tmp_path / "in.parquet")
     monkeypatch.setenv(SECRET_VARIABLE, STRONG_SECRET)
     out = tmp_path / "out" / "s.parquet"
-    assert main(["surrogate", str(notes), str(out), "--summary", str(out)]) == 2
+    assert main(["replace-surrogates", str(notes), str(out), "--summary", str(out)]) == 2
     err = capsys.readouterr().err
     assert "output and --summary name the same file" in err
     assert "overwrite the other output" in err
@@ -228,7 +228,7 @@ def test_log_file_equal_to_an_input_is_refused_before_it_is_opened(
 ) -> None:
     notes = notes_table(tmp_path / "in.parquet")
     before = digests(tmp_path)
-    argv = ["--log", str(notes), "split", "--notes", str(notes), "--seed", "1"]
+    argv = ["--log", str(notes), "split-notes", "--notes", str(notes), "--seed", "1"]
     argv += ["--seed-fraction", "0.3", "--train-fraction", "0.4", "--holdout-fraction", "0.3"]
     argv += ["--out", str(tmp_path / "o.parquet"), "--summary", str(tmp_path / "s.json")]
     assert main(argv) == 2
@@ -267,7 +267,7 @@ def test_batch_rows_that_is_not_positive_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
     notes = notes_table(tmp_path / "in.parquet")
-    argv = ["surrogate", str(notes), str(tmp_path / "o.parquet"), "--batch-rows", value]
+    argv = ["replace-surrogates", str(notes), str(tmp_path / "o.parquet"), "--batch-rows", value]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "argument --batch-rows:" in err and "Traceback" not in err
@@ -314,9 +314,9 @@ EVALUATE_ARGS += ["--run", "r"]
 @pytest.mark.parametrize(
     "argv",
     [
-        ["split", "--notes", "{t}/d", *SPLIT_ARGS],
-        ["surrogate", "{t}/in.parquet", "{t}/d"],
-        ["surrogate", "{t}/in.parquet", "{t}/f/o.parquet"],
+        ["split-notes", "--notes", "{t}/d", *SPLIT_ARGS],
+        ["replace-surrogates", "{t}/in.parquet", "{t}/d"],
+        ["replace-surrogates", "{t}/in.parquet", "{t}/f/o.parquet"],
         [
             "ensemble-ner",
             "--member",
@@ -356,7 +356,7 @@ def test_an_os_error_in_a_stage_is_one_line_naming_the_path(
     notes = notes_table(tmp_path / "in.parquet")
     monkeypatch.setenv(SECRET_VARIABLE, STRONG_SECRET)
     (tmp_path / "o.summary.json").mkdir()
-    assert main(["surrogate", str(notes), str(tmp_path / "o.parquet")]) == 2
+    assert main(["replace-surrogates", str(notes), str(tmp_path / "o.parquet")]) == 2
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if "ERROR" in line]
     assert len(lines) == 1 and "Traceback" not in err
@@ -370,7 +370,7 @@ def test_ingest_runs_through_the_lazy_parser(tmp_path: Path) -> None:
         json.dumps({"note_id": "a", "patient_id": "p", "text": "Dr. Ames", "spans": []}) + "\n"
     )
     label_map = json.dumps({label: label for label in CANONICAL_LABELS})
-    argv = ["ingest", "--corpus", str(corpus), "--format", "jsonl", "--label-map", label_map]
+    argv = ["ingest-corpus", "--corpus", str(corpus), "--format", "jsonl", "--label-map", label_map]
     argv += ["--source", "t", "--out", str(tmp_path / "n.parquet")]
     argv += ["--summary", str(tmp_path / "s.json")]
     assert main(argv) == 0

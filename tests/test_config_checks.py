@@ -146,7 +146,9 @@ def test_dry_run_plans_a_stacked_run_like_any_other(workflow_copy: Path) -> None
         and "--validation results/build_mixture/demo/real_only/validation.parquet" in result.stdout
         and "--lexicons first_names" in result.stdout
     )
-    assert "deid --model results/stack_lexicons/demo/real_only_lexicons/model" in result.stdout
+    assert (
+        "predict-ner --model results/stack_lexicons/demo/real_only_lexicons/model" in result.stdout
+    )
 
 
 @pytest.mark.parametrize(

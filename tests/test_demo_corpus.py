@@ -19,9 +19,7 @@ from synthdeid.demo.generator import (
     SLOT_LABELS,
     STYLES,
     generate_demo_notes,
-    register_arguments,
     render_jsonl,
-    run,
     summarize,
     write_demo_corpus,
 )
@@ -35,6 +33,7 @@ from synthdeid.errors import ConfigError
 from synthdeid.labels import CANONICAL_LABELS, LabelMap
 from synthdeid.readers.base import ReaderOptions
 from synthdeid.readers.jsonl import JsonlReader
+from synthdeid.stages.make_demo import register_arguments, run
 
 DEMO_FILE = Path(__file__).resolve().parents[1] / "resources" / "demo" / "notes.jsonl"
 

@@ -80,7 +80,10 @@ def made_up_notes() -> list:
 
 
 def run_ok(*argv: str) -> None:
-    assert main([*argv, *([] if argv[0] in {"mask", "plant-canaries"} else ["--no-progress"])]) == 0
+    assert (
+        main([*argv, *([] if argv[0] in {"mask-seeds", "plant-canaries"} else ["--no-progress"])])
+        == 0
+    )
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +92,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     p = {name: root / name for name in ("notes.parquet", "masked.parquet", "removed.parquet")}
     write_notes(made_up_notes(), p["notes.parquet"])
     run_ok(
-        "mask", "--notes", str(p["notes.parquet"]), "--out", str(p["masked.parquet"]),
+        "mask-seeds", "--notes", str(p["notes.parquet"]), "--out", str(p["masked.parquet"]),
         "--removed", str(p["removed.parquet"]), "--summary", str(root / "mask.json"),
     )  # fmt: skip
     canaries = root / "canaries.parquet"

@@ -18,8 +18,8 @@ from synthdeid.evaluation.compare import arms_markdown
 from synthdeid.evaluation.compare import tests_markdown as paired_tests_markdown
 from synthdeid.evaluation.metrics import count_table
 from synthdeid.evaluation.report import OUTPUTS, read_per_document
-from synthdeid.evaluation.study_stage import FOREST_METRICS, study_markdown
 from synthdeid.notes import Note, Span, write_notes
+from synthdeid.stages.tabulate_study import FOREST_METRICS, study_markdown
 
 TEXT_A = "Seen by Dr Quill today."
 TEXT_B = "Patient Vera Moss came in."

@@ -1,4 +1,4 @@
-"""Tests for `synthdeid ingest`: a good corpus gives notes.parquet + summary.json, a bad one
+"""Tests for `synthdeid ingest-corpus`: a good corpus gives notes.parquet + summary.json, a bad one
 exits 2 with an error naming the file and leaves no output behind."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def physionet_corpus(folder: Path, extra_phrase: str = "") -> Path:
 def ingest(corpus: Path, fmt: str, out: Path, *extra: str) -> int:
     return main(
         [
-            "ingest",
+            "ingest-corpus",
             "--corpus",
             str(corpus),
             "--format",

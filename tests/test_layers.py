@@ -2,8 +2,8 @@
 
 :data:`LAYERS` is the order, lowest first: each layer names the modules and
 packages (relative to ``synthdeid``) it holds, and a name covers everything
-under it. Stage entry modules (``*_stage.py``, ``stage.py``) belong to the top
-layer whatever package holds them: they wire the lower layers into a command.
+under it. The stages (``synthdeid.stages``) are the top layer: they wire the
+lower layers into commands.
 Every import counts: at module level, inside a function, under
 ``if TYPE_CHECKING:``. Names of modules that do not exist (yet) are harmless.
 """
@@ -42,7 +42,6 @@ LAYERS: Layers = (
             "termination",
             "local_only",
             "prompt_file",
-            "probe_env",
             "detectors",
             "stats",
             "reporting",
@@ -62,8 +61,8 @@ LAYERS: Layers = (
     ("models", ("ner", "teacher")),
     # bootstrap intervals, comparisons, reports and figures
     ("evaluation", ("evaluation", "corpus_overview")),
-    # commands, which may import anything: every *_stage.py and stage.py too
-    ("entry", ("cli", "__main__", "workflow", "ner.report_errors")),
+    # commands, which may import anything: the stages, the CLI, the workflow's logic
+    ("entry", ("cli", "__main__", "stages", "workflow")),
 )
 
 PACKAGE = "synthdeid"
@@ -126,8 +125,6 @@ def package_imports(root: Path, package: str) -> Iterator[Import]:
 def layer_of(module: str, layers: Layers) -> int | None:
     """The index in ``layers`` of a dotted module name (None when no layer holds it)."""
     parts = module.split(".") if module else ["__init__"]
-    if parts[-1] == "stage" or parts[-1].endswith("_stage"):
-        return len(layers) - 1
     owners = {name: index for index, (_, names) in enumerate(layers) for name in names}
     for end in range(len(parts), 0, -1):
         owner = owners.get(".".join(parts[:end]))
@@ -203,7 +200,6 @@ def test_upward_imports_finds_function_level_type_checking_and_relative_imports(
                 """,
             "base/__init__.py": "",
             "base/inner.py": "from .. import high\nfrom ..base import inner\n",
-            "base/run_stage.py": "from toy import high\n",
         },
     )
     found = [describe(f, "toy", TOY_LAYERS) for f in upward_imports(package, "toy", TOY_LAYERS)]
@@ -221,8 +217,9 @@ def test_upward_imports_finds_function_level_type_checking_and_relative_imports(
         ("surrogate.operators.dates", "masking"),
         ("embeddings", "synthesis"),
         ("ner.model", "models"),
-        ("ner.deid_stage", "entry"),
-        ("evaluation.stage", "entry"),
+        ("ner.report_errors", "models"),
+        ("stages.predict_ner", "entry"),
+        ("stages", "entry"),
         ("workflow.targets", "entry"),
         ("detectors", "corpus"),
     ],

@@ -44,7 +44,7 @@ def test_surrogate_output_keeps_no_original_offsets(tmp_path, monkeypatch) -> No
     source, out = tmp_path / "in.parquet", tmp_path / "out" / "notes.parquet"
     write_notes(notes, source)
     monkeypatch.setenv(SECRET_VARIABLE, secrets.token_hex(32))
-    assert main(["surrogate", str(source), str(out)]) == 0
+    assert main(["replace-surrogates", str(source), str(out)]) == 0
     # the releasable table: no column that could give an original value's length
     names = pq.read_schema(out).names
     assert not [n for n in names if "old" in n or "offset" in n], names

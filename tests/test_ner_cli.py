@@ -1,4 +1,4 @@
-"""build-mixture, train-ner, deid and evaluate-ner end to end through the CLI, on made-up notes."""
+"""build-mixture, train-ner, predict-ner and evaluate-ner end to end through the CLI, on made-up notes."""
 
 from __future__ import annotations
 
@@ -126,10 +126,10 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return paths
 
 
-def deid(work: dict[str, Path], name: str, *extra: str) -> tuple[int, Path]:
+def predict_ner(work: dict[str, Path], name: str, *extra: str) -> tuple[int, Path]:
     out = work["root"] / name / "predictions.parquet"
     argv = [
-        "deid",
+        "predict-ner",
         "--model",
         str(work["model"]),
         "--notes",
@@ -173,13 +173,13 @@ def test_mixture_and_model_directory(work: dict[str, Path]) -> None:
     assert settings["o_threshold"] in (0.5, 0.9)
 
 
-# ---------------------------------------------------------------- deid
+# ---------------------------------------------------------------- predict-ner
 
 
-def test_deid_redacts_the_holdout_notes(work: dict[str, Path]) -> None:
+def test_predict_ner_redacts_the_holdout_notes(work: dict[str, Path]) -> None:
     redacted_path = work["root"] / "redact" / "redacted.parquet"
     # a high O threshold: the barely trained tagger surely predicts spans to redact
-    code, out = deid(
+    code, out = predict_ner(
         work,
         "redact",
         "--mode",
@@ -218,8 +218,8 @@ def gaps(note: Note) -> list[str]:
     return [note.text[bounds[i] : bounds[i + 1]] for i in range(0, len(bounds), 2)]
 
 
-def test_deid_unions_regex_dates(work: dict[str, Path]) -> None:
-    code, out = deid(work, "regex", "--regex", "DATE", "--mode", "none")
+def test_predict_ner_unions_regex_dates(work: dict[str, Path]) -> None:
+    code, out = predict_ner(work, "regex", "--regex", "DATE", "--mode", "none")
     assert code == 0
     assert summary_of(out)["regex_spans_added"] >= 0
     for note in read_notes(out):
@@ -228,7 +228,7 @@ def test_deid_unions_regex_dates(work: dict[str, Path]) -> None:
             assert any(s.start < date.end and date.start < s.end for s in note.spans), date
 
     # threshold 0: no token is PHI for the model, so every span is a regex date, exactly
-    code, out = deid(work, "regex_only", "--regex", "DATE", "--o-threshold", "0")
+    code, out = predict_ner(work, "regex_only", "--regex", "DATE", "--o-threshold", "0")
     assert code == 0
     params = json.loads(out.with_suffix(".summary.json").read_text())["provenance"]["params"]
     assert params["o_threshold"] == 0.0  # recorded as given, not replaced by the model's
@@ -238,11 +238,11 @@ def test_deid_unions_regex_dates(work: dict[str, Path]) -> None:
     assert {note.note_id: list(note.spans) for note in read_notes(out)} == expected
 
 
-def test_deid_records_the_safe_harbor_ages_policy(work: dict[str, Path]) -> None:
-    code, out = deid(work, "ages_off", "--o-threshold", "0.999")
+def test_predict_ner_records_the_safe_harbor_ages_policy(work: dict[str, Path]) -> None:
+    code, out = predict_ner(work, "ages_off", "--o-threshold", "0.999")
     assert code == 0
     assert summary_of(out)["young_ages_dropped"] == 0
-    code, out_on = deid(work, "ages_on", "--o-threshold", "0.999", "--safe-harbor-ages")
+    code, out_on = predict_ner(work, "ages_on", "--o-threshold", "0.999", "--safe-harbor-ages")
     assert code == 0
     params = json.loads(out_on.with_suffix(".summary.json").read_text())["provenance"]["params"]
     assert params["safe_harbor_ages"] is True
@@ -251,12 +251,12 @@ def test_deid_records_the_safe_harbor_ages_policy(work: dict[str, Path]) -> None
     assert read_notes(out_on) == read_notes(out)
 
 
-def test_deid_writes_keyed_surrogates(work: dict[str, Path], tmp_path: Path) -> None:
+def test_predict_ner_writes_keyed_surrogates(work: dict[str, Path], tmp_path: Path) -> None:
     key_file = tmp_path / "made-up.key"
     secret = hashlib.sha256(b"made-up test secret").hexdigest()
     key_file.write_text(f"# a made-up test secret\n{secret}\n")
     surrogate_path = work["root"] / "surrogate" / "surrogates.parquet"
-    code, out = deid(
+    code, out = predict_ner(
         work,
         "surrogate",
         "--mode",
@@ -288,12 +288,12 @@ def test_deid_writes_keyed_surrogates(work: dict[str, Path], tmp_path: Path) -> 
     assert secret not in out.with_suffix(".summary.json").read_text()
 
 
-def test_deid_refuses_the_public_demo_key_on_other_notes(
+def test_predict_ner_refuses_the_public_demo_key_on_other_notes(
     work: dict[str, Path], repo: Path, monkeypatch, capsys
 ) -> None:
     monkeypatch.delenv(SECRET_VARIABLE, raising=False)
     out_deid = work["root"] / "demo_key" / "surrogates.parquet"
-    code, out = deid(
+    code, out = predict_ner(
         work,
         "demo_key",
         "--mode",
@@ -309,10 +309,12 @@ def test_deid_refuses_the_public_demo_key_on_other_notes(
     assert not out.exists() and not out_deid.exists()
 
 
-def test_deid_surrogates_need_a_key(work: dict[str, Path], tmp_path: Path, monkeypatch) -> None:
+def test_predict_ner_surrogates_need_a_key(
+    work: dict[str, Path], tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.delenv("SYNTHDEID_SECRET", raising=False)
     out_deid = work["root"] / "nokey" / "surrogates.parquet"
-    code, _ = deid(
+    code, _ = predict_ner(
         work,
         "nokey",
         "--mode",
@@ -326,8 +328,8 @@ def test_deid_surrogates_need_a_key(work: dict[str, Path], tmp_path: Path, monke
     assert not out_deid.exists()
 
 
-def test_deid_quantized(work: dict[str, Path]) -> None:
-    code, out = deid(work, "int8", "--quantize", "--device", "cpu")
+def test_predict_ner_quantized(work: dict[str, Path]) -> None:
+    code, out = predict_ner(work, "int8", "--quantize", "--device", "cpu")
     assert code == 0
     predicted = read_notes(out)
     assert [note.note_id for note in predicted] == sorted(n.note_id for n in holdout())
@@ -339,8 +341,8 @@ def test_deid_quantized(work: dict[str, Path]) -> None:
     )
 
 
-def test_deid_in_bf16(work: dict[str, Path]) -> None:
-    code, out = deid(work, "bf16", "--precision", "bf16", "--device", "cpu")
+def test_predict_ner_in_bf16(work: dict[str, Path]) -> None:
+    code, out = predict_ner(work, "bf16", "--precision", "bf16", "--device", "cpu")
     assert code == 0
     params = json.loads(out.with_suffix(".summary.json").read_text())["provenance"]["params"]
     assert params["precision"] == "bf16"
@@ -348,7 +350,7 @@ def test_deid_in_bf16(work: dict[str, Path]) -> None:
 
 
 def test_evaluate_ner_scores_the_predictions(work: dict[str, Path]) -> None:
-    code, out = deid(work, "evaluate", "--regex", "none")
+    code, out = predict_ner(work, "evaluate", "--regex", "none")
     assert code == 0
     metrics_dir = work["root"] / "metrics"
     argv = [
@@ -393,19 +395,29 @@ def test_train_ner_refuses_a_config_that_is_not_an_object(
     assert not (tmp_path / "model").exists()
 
 
-def test_deid_refuses_a_directory_that_is_no_model(work: dict[str, Path], tmp_path: Path) -> None:
+def test_predict_ner_refuses_a_directory_that_is_no_model(
+    work: dict[str, Path], tmp_path: Path
+) -> None:
     not_a_model = tmp_path / "not_a_model"
     not_a_model.mkdir()
     (not_a_model / "config.json").write_text("{}")
     out = tmp_path / "out" / "predictions.parquet"
-    argv = ["deid", "--model", str(not_a_model), "--notes", str(work["notes"]), "--out", str(out)]
+    argv = [
+        "predict-ner",
+        "--model",
+        str(not_a_model),
+        "--notes",
+        str(work["notes"]),
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 2
     assert not out.exists()
     assert not out.with_suffix(".summary.json").exists()
 
 
-def test_deid_refuses_an_unknown_regex_detector(work: dict[str, Path]) -> None:
-    code, out = deid(work, "bogus", "--regex", "BOGUS")
+def test_predict_ner_refuses_an_unknown_regex_detector(work: dict[str, Path]) -> None:
+    code, out = predict_ner(work, "bogus", "--regex", "BOGUS")
     assert code == 2
     assert not out.exists()
     assert not out.parent.exists() or not any(out.parent.iterdir())
@@ -415,10 +427,10 @@ def test_deid_refuses_an_unknown_regex_detector(work: dict[str, Path]) -> None:
 
 
 def test_label_teacher_applies_the_trained_model(work: dict[str, Path]) -> None:
-    """A model teacher labels like deid (same spans) and adds a confidence per span."""
+    """A model teacher labels like predict-ner (same spans) and adds a confidence per span."""
     import pyarrow.parquet as pq
 
-    code, predictions = deid(work, "for_teacher", "--regex", "DATE")
+    code, predictions = predict_ner(work, "for_teacher", "--regex", "DATE")
     assert code == 0
     out = work["root"] / "teacher"
     settings = {"kind": "model", "model": "cli-run", "regex": ["DATE"]}
@@ -484,9 +496,9 @@ def test_ensemble_of_a_model_with_itself_deidentifies_like_the_model(
     work_ensemble = {**work, "model": out}
     # at the operating point, and at a high threshold where the barely trained model tags
     for name, extra in (("default", []), ("high", ["--o-threshold", "0.999"])):
-        code, single = deid(work, f"single_{name}", "--mode", "none", *extra)
+        code, single = predict_ner(work, f"single_{name}", "--mode", "none", *extra)
         assert code == 0
-        code, combined = deid(work_ensemble, f"combined_{name}", "--mode", "none", *extra)
+        code, combined = predict_ner(work_ensemble, f"combined_{name}", "--mode", "none", *extra)
         assert code == 0
         spans = {n.note_id: n.spans for n in read_notes(single)}
         assert {n.note_id: n.spans for n in read_notes(combined)} == spans

@@ -20,9 +20,9 @@ from synthdeid.ner.ensemble import (
     is_ensemble_directory,
     load_tagger,
 )
-from synthdeid.ner.ensemble_stage import validation_notes
 from synthdeid.ner.model import DeidTagger, NerSettings
 from synthdeid.notes import Note
+from synthdeid.stages.ensemble_ner import validation_notes
 
 LABELS = ["DOCTOR", "DATE"]
 

@@ -30,8 +30,8 @@ from synthdeid.ner.stacker import (
     lexical_features,
     replace_o,
 )
-from synthdeid.ner.stacker_stage import choose_development_notes
 from synthdeid.notes import Note, Span, read_notes, write_notes
+from synthdeid.stages.stack_lexicons import choose_development_notes
 
 LEXICON_SET = ["first_names", "last_names", "cities", "states"]
 
@@ -417,7 +417,7 @@ def test_stack_lexicons_refuses_the_holdout(work: dict, capsys: pytest.CaptureFi
 @pytest.mark.slow
 def test_deid_runs_on_the_stacked_directory(work: dict) -> None:
     out = work["root"] / "deid" / "predictions.parquet"
-    argv = ["deid", "--model", str(work["stacked"]), "--notes", str(work["notes"])]
+    argv = ["predict-ner", "--model", str(work["stacked"]), "--notes", str(work["notes"])]
     argv += ["--parts", "holdout", "--out", str(out), "--threads", "1", "--device", "cpu"]
     assert main(argv) == 0
     predicted = {n.note_id: n for n in read_notes(out)}

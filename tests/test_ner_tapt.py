@@ -131,7 +131,7 @@ def api_run(tmp_path_factory: pytest.TempPathFactory) -> TaptResult:
 
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The same corpus and config through ``synthdeid tapt``, split over two Parquet files."""
+    """The same corpus and config through ``synthdeid tapt-encoder``, split over two Parquet files."""
     folder = tmp_path_factory.mktemp("tapt_cli")
     notes = [
         Note(f"n{i:02d}", f"p{i % 4}", text, (), "made-up", UNSPLIT) for i, text in enumerate(TEXTS)
@@ -141,7 +141,7 @@ def cli_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out_dir = folder / "checkpoint"
     code = main(
         [
-            "tapt",
+            "tapt-encoder",
             "--corpus",
             str(folder / "a.parquet"),
             "--corpus",
@@ -271,7 +271,13 @@ def test_cli_adapts_to_a_mixtures_unique_training_notes(tmp_path: Path) -> None:
     write_mixture(mixture, tmp_path / "train.parquet")
     out_dir = tmp_path / "checkpoint"
     config = {**RUN_CONFIG, "max_steps": 1}
-    argv = ["tapt", "--corpus", str(tmp_path / "train.parquet"), "--config", json.dumps(config)]
+    argv = [
+        "tapt-encoder",
+        "--corpus",
+        str(tmp_path / "train.parquet"),
+        "--config",
+        json.dumps(config),
+    ]
     assert main([*argv, "--out-dir", str(out_dir), "--device", "cpu", "--no-progress"]) == 0
     meta = json.loads((out_dir / TAPT_CONFIG_FILE).read_text())
     assert meta["corpus"]["notes_per_file"] == {str(tmp_path / "train.parquet"): len(TEXTS)}
@@ -286,7 +292,7 @@ def test_cli_empty_corpus_is_an_input_error(
 ) -> None:
     write_notes([], tmp_path / "empty.parquet")
     out_dir = tmp_path / "out"
-    argv = ["tapt", "--corpus", str(tmp_path / "empty.parquet"), "--out-dir", str(out_dir)]
+    argv = ["tapt-encoder", "--corpus", str(tmp_path / "empty.parquet"), "--out-dir", str(out_dir)]
     assert main([*argv, "--no-progress"]) == 2
     assert "no notes in the corpus" in capfd.readouterr().err
     assert not out_dir.exists()
@@ -297,11 +303,14 @@ def test_cli_missing_corpus_and_bad_config(
 ) -> None:
     out_dir = tmp_path / "out"
     assert (
-        main(["tapt", "--corpus", str(tmp_path / "nope.parquet"), "--out-dir", str(out_dir)]) == 2
+        main(
+            ["tapt-encoder", "--corpus", str(tmp_path / "nope.parquet"), "--out-dir", str(out_dir)]
+        )
+        == 2
     )
     assert "corpus file not found" in capfd.readouterr().err
     write_notes([Note("n1", "p1", TEXTS[0], (), "made-up", UNSPLIT)], tmp_path / "one.parquet")
-    argv = ["tapt", "--corpus", str(tmp_path / "one.parquet"), "--out-dir", str(out_dir)]
+    argv = ["tapt-encoder", "--corpus", str(tmp_path / "one.parquet"), "--out-dir", str(out_dir)]
     assert main([*argv, "--config", '{"epochs": 3}']) == 2
     assert "unknown keys" in capfd.readouterr().err
     assert main([*argv, "--config", "[1]"]) == 2

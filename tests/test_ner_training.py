@@ -494,9 +494,9 @@ def test_unknown_inference_precision_is_a_config_error(saved: Path) -> None:
 
 
 def test_cli_offers_exactly_the_inference_precisions() -> None:
-    """deid_stage repeats the tuple so the CLI starts without torch; the copies must agree."""
-    from synthdeid.ner.deid_stage import PRECISIONS
+    """predict-ner repeats the tuple so the CLI starts without torch; the copies must agree."""
     from synthdeid.ner.model import INFERENCE_PRECISIONS
+    from synthdeid.stages.predict_ner import PRECISIONS
 
     assert PRECISIONS == INFERENCE_PRECISIONS
 

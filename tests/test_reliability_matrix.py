@@ -56,7 +56,7 @@ def _write(tmp: Path, files: dict[str, str | bytes | list[Note] | None]) -> None
 
 
 NOTE = {"note_id": "a", "patient_id": "p", "text": "Dr. Ames", "spans": []}
-INGEST = ["ingest", "--format", "jsonl", "--label-map", "{}", "--source", "t"]
+INGEST = ["ingest-corpus", "--format", "jsonl", "--label-map", "{}", "--source", "t"]
 INGEST_OUT = ["--out", "{tmp}/out/notes.parquet", "--summary", "{tmp}/out/summary.json"]
 MASK_OUT = ["--out", "{tmp}/out/m.parquet", "--removed", "{tmp}/out/local/r.parquet"]
 
@@ -123,7 +123,7 @@ TRIES: list[Try] = [
     Try(
         "ingest-label-map-not-json",
         [
-            "ingest",
+            "ingest-corpus",
             "--source",
             "t",
             "--format",
@@ -140,7 +140,7 @@ TRIES: list[Try] = [
     Try(
         "ingest-unknown-format",
         [
-            "ingest",
+            "ingest-corpus",
             "--source",
             "t",
             "--format",
@@ -175,7 +175,7 @@ TRIES: list[Try] = [
     Try(
         "ingest-brat-t-line-without-surface",
         [
-            "ingest",
+            "ingest-corpus",
             "--source",
             "t",
             "--format",
@@ -192,7 +192,7 @@ TRIES: list[Try] = [
     Try(
         "ingest-brat-ann-without-txt",
         [
-            "ingest",
+            "ingest-corpus",
             "--source",
             "t",
             "--format",
@@ -213,7 +213,7 @@ TRIES: list[Try] = [
     Try(
         "ingest-brat-corpus-is-a-file",
         [
-            "ingest",
+            "ingest-corpus",
             "--source",
             "t",
             "--format",
@@ -251,7 +251,7 @@ TRIES: list[Try] = [
     Try(
         "split-notes-missing",
         [
-            "split",
+            "split-notes",
             "--notes",
             "{tmp}/no.parquet",
             "--seed",
@@ -269,7 +269,7 @@ TRIES: list[Try] = [
     Try(
         "split-notes-not-parquet",
         [
-            "split",
+            "split-notes",
             "--notes",
             "{tmp}/n.parquet",
             "--seed",
@@ -288,7 +288,7 @@ TRIES: list[Try] = [
     Try(
         "split-notes-is-a-folder",
         [
-            "split",
+            "split-notes",
             "--notes",
             "{tmp}/dir",
             "--seed",
@@ -307,7 +307,7 @@ TRIES: list[Try] = [
     Try(
         "split-fractions-do-not-sum-to-one",
         [
-            "split",
+            "split-notes",
             "--notes",
             "{tmp}/n.parquet",
             "--seed",
@@ -326,7 +326,7 @@ TRIES: list[Try] = [
     Try(
         "split-empty-notes-table",
         [
-            "split",
+            "split-notes",
             "--notes",
             "{tmp}/n.parquet",
             "--seed",
@@ -346,7 +346,7 @@ TRIES: list[Try] = [
     Try(
         "mask-removed-equals-notes",
         [
-            "mask",
+            "mask-seeds",
             "--notes",
             "{tmp}/n.parquet",
             "--out",
@@ -361,14 +361,14 @@ TRIES: list[Try] = [
     ),
     Try(
         "mask-summary-equals-out",
-        ["mask", "--notes", "{tmp}/n.parquet", *MASK_OUT, "--summary", "{tmp}/out/m.parquet"],
+        ["mask-seeds", "--notes", "{tmp}/n.parquet", *MASK_OUT, "--summary", "{tmp}/out/m.parquet"],
         r"--out.*--summary|--summary.*--out",
         {"n.parquet": _notes()},
     ),
     Try(
         "mask-no-notes-in-parts",
         [
-            "mask",
+            "mask-seeds",
             "--notes",
             "{tmp}/n.parquet",
             "--parts",
@@ -383,7 +383,7 @@ TRIES: list[Try] = [
     Try(
         "mask-coarse-view-not-json",
         [
-            "mask",
+            "mask-seeds",
             "--notes",
             "{tmp}/n.parquet",
             "--coarse-view",
@@ -397,55 +397,73 @@ TRIES: list[Try] = [
     ),
     Try(
         "mask-duplicate-note-ids",
-        ["mask", "--notes", "{tmp}/n.parquet", *MASK_OUT, "--summary", "{tmp}/out/s.json"],
+        ["mask-seeds", "--notes", "{tmp}/n.parquet", *MASK_OUT, "--summary", "{tmp}/out/s.json"],
         r"n\.parquet.*n0",
         {"n.parquet": _notes(ids=["n0", "n1", "n0"])},
     ),
     # --- surrogate: keys
     Try(
         "surrogate-no-key",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet"],
+        ["replace-surrogates", "{tmp}/n.parquet", "{tmp}/out/s.parquet"],
         SECRET_VARIABLE,
         {"n.parquet": _notes()},
         env={SECRET_VARIABLE: None},
     ),
     Try(
         "surrogate-one-character-secret",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet"],
+        ["replace-surrogates", "{tmp}/n.parquet", "{tmp}/out/s.parquet"],
         r"(?i)entropy|too short|weak",
         {"n.parquet": _notes()},
         env={SECRET_VARIABLE: "a"},
     ),
     Try(
         "surrogate-repeated-character-secret",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet"],
+        ["replace-surrogates", "{tmp}/n.parquet", "{tmp}/out/s.parquet"],
         r"(?i)entropy|too short|weak",
         {"n.parquet": _notes()},
         env={SECRET_VARIABLE: "a" * 64},
     ),
     Try(
         "surrogate-key-file-and-other-env-secret",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--key-file", "{tmp}/k.key"],
+        [
+            "replace-surrogates",
+            "{tmp}/n.parquet",
+            "{tmp}/out/s.parquet",
+            "--key-file",
+            "{tmp}/k.key",
+        ],
         SECRET_VARIABLE,
         {"n.parquet": _notes(), "k.key": secrets.token_hex(32) + "\n"},
     ),
     Try(
         "surrogate-demo-key-on-other-corpus",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--key-file", str(DEMO_KEY)],
+        [
+            "replace-surrogates",
+            "{tmp}/n.parquet",
+            "{tmp}/out/s.parquet",
+            "--key-file",
+            str(DEMO_KEY),
+        ],
         r"(?i)demo",
         {"n.parquet": _notes(source="physionet")},
         env={SECRET_VARIABLE: None},
     ),
     Try(
         "surrogate-key-file-is-a-folder",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--key-file", "{tmp}/dir"],
+        ["replace-surrogates", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--key-file", "{tmp}/dir"],
         r"dir",
         {"n.parquet": _notes(), "dir": None},
         env={SECRET_VARIABLE: None},
     ),
     Try(
         "surrogate-key-file-missing",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--key-file", "{tmp}/no.key"],
+        [
+            "replace-surrogates",
+            "{tmp}/n.parquet",
+            "{tmp}/out/s.parquet",
+            "--key-file",
+            "{tmp}/no.key",
+        ],
         r"no\.key",
         {"n.parquet": _notes()},
         env={SECRET_VARIABLE: None},
@@ -453,7 +471,7 @@ TRIES: list[Try] = [
     # --- surrogate: paths and input
     Try(
         "surrogate-output-is-the-key-file",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/k.key", "--key-file", "{tmp}/k.key"],
+        ["replace-surrogates", "{tmp}/n.parquet", "{tmp}/k.key", "--key-file", "{tmp}/k.key"],
         r"key-file",
         {"n.parquet": _notes(), "k.key": STRONG + "\n"},
         env={SECRET_VARIABLE: None},
@@ -461,39 +479,45 @@ TRIES: list[Try] = [
     ),
     Try(
         "surrogate-output-is-the-input",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/./n.parquet"],
+        ["replace-surrogates", "{tmp}/n.parquet", "{tmp}/./n.parquet"],
         r"input|output",
         {"n.parquet": _notes()},
         absent=(),
     ),
     Try(
         "surrogate-summary-equals-output",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--summary", "{tmp}/out/s.parquet"],
+        [
+            "replace-surrogates",
+            "{tmp}/n.parquet",
+            "{tmp}/out/s.parquet",
+            "--summary",
+            "{tmp}/out/s.parquet",
+        ],
         r"--summary",
         {"n.parquet": _notes()},
     ),
     Try(
         "surrogate-batch-rows-zero",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--batch-rows", "0"],
+        ["replace-surrogates", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--batch-rows", "0"],
         r"batch-rows",
         {"n.parquet": _notes()},
     ),
     Try(
         "surrogate-duplicate-ids-across-batches",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--batch-rows", "1"],
+        ["replace-surrogates", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--batch-rows", "1"],
         r"n\.parquet.*n0",
         {"n.parquet": _notes(ids=["n0", "n1", "n0"])},
     ),
     Try(
         "surrogate-policies-not-an-object",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--policies", "[1]"],
+        ["replace-surrogates", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--policies", "[1]"],
         r"policies",
         {"n.parquet": _notes()},
     ),
     Try(
         "surrogate-unknown-operator",
         [
-            "surrogate",
+            "replace-surrogates",
             "{tmp}/n.parquet",
             "{tmp}/out/s.parquet",
             "--policies",
@@ -504,33 +528,33 @@ TRIES: list[Try] = [
     ),
     Try(
         "surrogate-not-a-notes-table",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet"],
+        ["replace-surrogates", "{tmp}/n.parquet", "{tmp}/out/s.parquet"],
         r"n\.parquet.*Parquet",
         {"n.parquet": b"PAR1garbage"},
     ),
     Try(
         "surrogate-output-parent-is-a-file",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/n.parquet/s.parquet"],
+        ["replace-surrogates", "{tmp}/n.parquet", "{tmp}/n.parquet/s.parquet"],
         r"n\.parquet",
         {"n.parquet": _notes()},
         absent=(),
     ),
     Try(
         "surrogate-unknown-consistency",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--consistency", "global"],
+        ["replace-surrogates", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--consistency", "global"],
         r"consistency",
         {"n.parquet": _notes()},
     ),
     Try(
         "surrogate-unknown-label",
-        ["surrogate", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--labels", "NAME"],
+        ["replace-surrogates", "{tmp}/n.parquet", "{tmp}/out/s.parquet", "--labels", "NAME"],
         r"NAME",
         {"n.parquet": _notes()},
     ),
     Try(
         "mask-unknown-label-view",
         [
-            "mask",
+            "mask-seeds",
             "--notes",
             "{tmp}/n.parquet",
             "--label-view",
@@ -544,7 +568,7 @@ TRIES: list[Try] = [
     ),
     Try(
         "mask-notes-table-without-note-columns",
-        ["mask", "--notes", "{tmp}/n.parquet", *MASK_OUT, "--summary", "{tmp}/out/s.json"],
+        ["mask-seeds", "--notes", "{tmp}/n.parquet", *MASK_OUT, "--summary", "{tmp}/out/s.json"],
         r"n\.parquet",
         {"n.parquet": b""},
     ),

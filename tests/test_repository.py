@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from smk_rules import read_rule_files
+
 BIN = Path(sys.executable).parent
 
 
@@ -149,23 +151,13 @@ def test_conda_envs_differ_only_in_torch_and_install_the_tested_lock_and_package
     assert "envs/install.sh" in (repo / "scripts" / "setup-env.sh").read_text()
 
 
-def rule_blocks(repo: Path) -> dict[str, str]:
-    blocks: dict[str, str] = {}
-    for path in sorted((repo / "workflow" / "rules").glob("*.smk")):
-        parts = re.split(
-            r"^(?:rule (\w+):|use rule \w+ as (\w+) with:)", path.read_text(), flags=re.MULTILINE
-        )
-        names = [a or b for a, b in zip(parts[1::3], parts[2::3], strict=True)]
-        blocks.update(zip(names, parts[3::3], strict=True))
-    return blocks
-
-
 def test_rules_that_ask_for_a_gpu_run_in_the_gpu_env(repo: Path) -> None:
     """conda: and gpu= agree: a rule that may get a GPU has the CUDA torch, others the CPU one."""
     checked = 0
-    for rule, body in rule_blocks(repo).items():
-        env = re.search(r'conda:\s+"\.\./\.\./envs/(\w+)\.yaml"', body)
-        gpu = re.search(r"^\s+gpu=(.+),$", body, flags=re.MULTILINE)
+    rules = read_rule_files(sorted((repo / "workflow" / "rules").glob("*.smk")))
+    for rule, directives in ((name, rule.directives) for name, rule in rules.items()):
+        env = re.search(r'"\.\./\.\./envs/(\w+)\.yaml"', directives.get("conda", ""))
+        gpu = re.search(r"^\s*gpu=(.+),$", directives.get("resources", ""), flags=re.MULTILINE)
         if env is None:
             continue  # a target, or a rule inheriting its env
         wants_gpu = gpu is not None and gpu.group(1) != "0"

@@ -26,7 +26,7 @@ def error_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
 
 def split_args(notes: Path, out: Path, holdout: str = "0.3") -> list[str]:
     return [
-        "split",
+        "split-notes",
         "--notes",
         str(notes),
         "--seed",
@@ -46,7 +46,7 @@ def split_args(notes: Path, out: Path, holdout: str = "0.3") -> list[str]:
 
 def mask_args(notes: Path, out: Path) -> list[str]:
     return [
-        "mask",
+        "mask-seeds",
         "--notes",
         str(notes),
         "--out",
@@ -59,7 +59,7 @@ def mask_args(notes: Path, out: Path) -> list[str]:
 
 
 def surrogate_args(notes: Path, out: Path, *extra: str) -> list[str]:
-    return ["surrogate", str(notes), str(out / "notes.parquet"), *extra]
+    return ["replace-surrogates", str(notes), str(out / "notes.parquet"), *extra]
 
 
 @pytest.fixture
@@ -68,7 +68,7 @@ def secret(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(SECRET_VARIABLE, hashlib.sha256(b"stage inputs").hexdigest())
 
 
-@pytest.mark.parametrize("stage", ["split", "mask", "surrogate"])
+@pytest.mark.parametrize("stage", ["split-notes", "mask-seeds", "replace-surrogates"])
 def test_a_table_without_notes_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], secret: None, stage: str
 ) -> None:
@@ -76,7 +76,11 @@ def test_a_table_without_notes_is_refused(
     write_notes([], empty)
     out = tmp_path / "out"
     out.mkdir()
-    args = {"split": split_args, "mask": mask_args, "surrogate": surrogate_args}[stage]
+    args = {
+        "split-notes": split_args,
+        "mask-seeds": mask_args,
+        "replace-surrogates": surrogate_args,
+    }[stage]
 
     assert main(args(empty, out)) == 2
 
@@ -104,7 +108,7 @@ def test_surrogate_finds_a_note_id_repeated_in_another_batch(
     assert [p for p in out.rglob("*") if p.is_file()] == []
 
 
-@pytest.mark.parametrize("stage", ["split", "mask"])
+@pytest.mark.parametrize("stage", ["split-notes", "mask-seeds"])
 def test_a_repeated_note_id_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], stage: str
 ) -> None:
@@ -112,7 +116,7 @@ def test_a_repeated_note_id_is_refused(
     write_notes([note("a"), note("b", "p2"), note("a", "p3")], table)
     out = tmp_path / "out"
     out.mkdir()
-    args = split_args if stage == "split" else mask_args
+    args = split_args if stage == "split-notes" else mask_args
 
     assert main(args(table, out)) == 2
 

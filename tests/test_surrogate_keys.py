@@ -135,7 +135,7 @@ def test_cli_key_file_naming_a_directory_exits_2(tmp_path: Path, monkeypatch, ca
     notes = notes_table(tmp_path / "in.parquet", "t")
     (tmp_path / "keys").mkdir()
     out = tmp_path / "out" / "notes.parquet"
-    code = main(["surrogate", str(notes), str(out), "--key-file", str(tmp_path / "keys")])
+    code = main(["replace-surrogates", str(notes), str(out), "--key-file", str(tmp_path / "keys")])
     assert code == 2
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]
@@ -150,7 +150,9 @@ def test_cli_refuses_the_demo_key_on_other_notes(repo: Path, tmp_path: Path, mon
     monkeypatch.delenv(SECRET_VARIABLE, raising=False)
     notes = notes_table(tmp_path / "in.parquet", "physionet-deid")
     out = tmp_path / "out" / "notes.parquet"
-    code = main(["surrogate", str(notes), str(out), "--key-file", str(repo / DEMO_KEY_FILE)])
+    code = main(
+        ["replace-surrogates", str(notes), str(out), "--key-file", str(repo / DEMO_KEY_FILE)]
+    )
     assert code == 2
     err = capsys.readouterr().err
     assert "public demo key" in err and "'physionet-deid'" in err
@@ -159,7 +161,7 @@ def test_cli_refuses_the_demo_key_on_other_notes(repo: Path, tmp_path: Path, mon
     # a copy of the demo key elsewhere is recognised too
     copy = tmp_path / "copied.key"
     copy.write_bytes((repo / DEMO_KEY_FILE).read_bytes())
-    assert main(["surrogate", str(notes), str(out), "--key-file", str(copy)]) == 2
+    assert main(["replace-surrogates", str(notes), str(out), "--key-file", str(copy)]) == 2
     assert not out.exists()
 
 
@@ -167,7 +169,10 @@ def test_cli_accepts_the_demo_key_on_the_demo_corpus(repo: Path, tmp_path: Path,
     monkeypatch.delenv(SECRET_VARIABLE, raising=False)
     notes = notes_table(tmp_path / "in.parquet", DEMO_SOURCE)
     out = tmp_path / "out" / "notes.parquet"
-    assert main(["surrogate", str(notes), str(out), "--key-file", str(repo / DEMO_KEY_FILE)]) == 0
+    assert (
+        main(["replace-surrogates", str(notes), str(out), "--key-file", str(repo / DEMO_KEY_FILE)])
+        == 0
+    )
     summary = json.loads((out.parent / "notes.summary.json").read_text())
     assert summary["provenance"]["params"]["key_fingerprint"] == DEMO_KEY_FINGERPRINT
 

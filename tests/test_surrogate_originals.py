@@ -176,7 +176,7 @@ def test_cli_avoids_originals_of_later_batches(tmp_path, monkeypatch) -> None:
     source, out = tmp_path / "in.parquet", tmp_path / "out" / "notes.parquet"
     write_notes(notes, source)
     # one note a batch: the colliding original is read three batches later
-    assert main(["surrogate", str(source), str(out), "--batch-rows", "1"]) == 0
+    assert main(["replace-surrogates", str(source), str(out), "--batch-rows", "1"]) == 0
     replaced = {note.note_id: note for note in read_notes(out)}
     assert collisions(notes, [replaced[n.note_id] for n in notes]) == []
     assert taken not in replaced["n1"].text

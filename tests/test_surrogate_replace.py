@@ -14,6 +14,7 @@ from synthdeid.cli import main
 from synthdeid.errors import ConfigError
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.notes import Note, Span, read_notes, write_notes
+from synthdeid.stages.replace_surrogates import SURROGATE_SCHEMA
 from synthdeid.surrogate.keying import SECRET_VARIABLE, SurrogateKey, load_key
 from synthdeid.surrogate.operators.base import Mention, SurrogateOperator, register
 from synthdeid.surrogate.replace import (
@@ -23,7 +24,6 @@ from synthdeid.surrogate.replace import (
     carry_spans,
     project_offset,
 )
-from synthdeid.surrogate.stage import SURROGATE_SCHEMA
 
 KEY = SurrogateKey(b"unit-test-key")
 # a secret that load_key accepts (64 hex digits, like `openssl rand -hex 32`)
@@ -167,7 +167,18 @@ def test_cli_streams_and_writes_schema_summary_without_the_key(tmp_path, monkeyp
     monkeypatch.setenv(SECRET_VARIABLE, SECRET)
     policies = json.dumps(HASHED)
     assert (
-        main(["surrogate", str(source), str(out), "--policies", policies, "--batch-rows", "4"]) == 0
+        main(
+            [
+                "replace-surrogates",
+                str(source),
+                str(out),
+                "--policies",
+                policies,
+                "--batch-rows",
+                "4",
+            ]
+        )
+        == 0
     )
     assert pq.read_schema(out).remove_metadata() == SURROGATE_SCHEMA
     assert pq.ParquetFile(out).metadata.num_row_groups == 7  # streamed in batches of 4
@@ -189,5 +200,7 @@ def test_cli_without_key_fails_before_writing(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv(SECRET_VARIABLE, raising=False)
     out = tmp_path / "out"
     out.mkdir()
-    assert main(["surrogate", str(tmp_path / "in.parquet"), str(out / "notes.parquet")]) == 2
+    assert (
+        main(["replace-surrogates", str(tmp_path / "in.parquet"), str(out / "notes.parquet")]) == 2
+    )
     assert list(out.iterdir()) == []

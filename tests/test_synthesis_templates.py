@@ -84,7 +84,7 @@ def seed_files(tmp_path):
     masked, removed = tmp_path / "masked.parquet", tmp_path / "removed.parquet"
     code = cli.main(
         [
-            "mask",
+            "mask-seeds",
             "--notes",
             str(notes_path),
             "--parts",

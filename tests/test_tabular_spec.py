@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.tabular.prepare_stage import split_labels
+from synthdeid.stages.prepare_tabular import split_labels
 from synthdeid.tabular.source import check_source, read_source_table
 from synthdeid.tabular.spec import (
     MISSING,

@@ -1,7 +1,8 @@
 """The ``synthdeid`` command: ``synthdeid <stage> [options]``.
 
-Each stage is a module exposing ``register_arguments(parser)`` and
-``run(args) -> None``; this module only dispatches. Rules call the same
+Each stage ``x-y`` is the module ``synthdeid.stages.x_y`` exposing
+``register_arguments(parser)`` and ``run(args) -> None`` (the rule ``x_y``
+runs it); this module only dispatches. Rules call the same
 command, so every stage runs the same way inside and outside Snakemake.
 
 A stage's module is imported only when that stage runs (or prints its help):
@@ -34,157 +35,169 @@ from synthdeid.errors import ConfigError, InputError, StepError
 from synthdeid.logs import configure_logging
 from synthdeid.termination import Terminated, signals_as_exceptions
 
+# the package holding one module per stage, named after it
+STAGES_PACKAGE = "synthdeid.stages"
+
 
 @dataclass(frozen=True)
 class Stage:
-    """A stage: the module implementing it and its one-line help.
+    """A stage: its subcommand name and its one-line help.
 
-    ``summary`` is the first line of the module's docstring (a test keeps the
+    The module implementing it is named after it (:attr:`module`), and
+    ``summary`` is the first line of that module's docstring (a test keeps the
     two equal), so ``synthdeid --help`` needs no import.
     """
 
-    module: str
+    name: str
     summary: str
 
+    @property
+    def module(self) -> str:
+        """``synthdeid.stages.<name with underscores>``."""
+        return f"{STAGES_PACKAGE}.{self.name.replace('-', '_')}"
 
-# stage name -> module implementing it, in DAG order
+
+# stage name -> the stage, in DAG order
 STAGES: dict[str, Stage] = {
-    "make-demo": Stage(
-        "synthdeid.demo.generator",
-        "Generate the synthetic demo corpus (resources/demo/).",
-    ),
-    "ingest": Stage(
-        "synthdeid.ingest",
-        "Import a labelled corpus into the canonical notes table (notes.parquet).",
-    ),
-    "split": Stage(
-        "synthdeid.split",
-        "Split notes by patient into seed / train / holdout, deterministically.",
-    ),
-    "corpus-overview": Stage(
-        "synthdeid.corpus_overview",
-        "Plot and tabulate the split corpus: notes, PHI-bearing notes and spans per label, per part.",
-    ),
-    "mask": Stage(
-        "synthdeid.mask",
-        "Mask seed notes: PHI spans become typed, numbered placeholders ([[DOCTOR_1]]).",
-    ),
-    "surrogate": Stage(
-        "synthdeid.surrogate.stage",
-        "Replace the labelled PHI of a notes table by keyed, consistent surrogates.",
-    ),
-    "generate-templates": Stage(
-        "synthdeid.synthesis.template_stage",
-        "Generate templates from masked seeds with an LLM backend (or none), validated.",
-    ),
-    "fill-templates": Stage(
-        "synthdeid.synthesis.pool_stage",
-        "Fill accepted templates locally and write the PII / no-PII synthetic pools.",
-    ),
-    "diagnose-synthetic": Stage(
-        "synthdeid.synthesis.diagnostics_stage",
-        "Compare synthetic and real notes: lengths, label mix, PII structure, JSD, Fréchet distance.",
-    ),
-    "plant-canaries": Stage(
-        "synthdeid.dplm.canary_stage",
-        "Write the canary notes planted in the language model's training set.",
-    ),
-    "train-dp-lm": Stage(
-        "synthdeid.dplm.train_stage",
-        "Fine-tune a causal LM on masked seed notes with DP-SGD (or --no-dp, same code path).",
-    ),
-    "sample-dp-lm": Stage(
-        "synthdeid.dplm.sample_stage",
-        "Sample the DP language model by control code; validate and fill the samples into pools.",
-    ),
-    "audit-dp-lm": Stage(
-        "synthdeid.dplm.audit_stage",
-        "Memorization audit and text quality of the language models' samples (Zecevic et al., secs. 4.6, 4.7).",
-    ),
-    "label-teacher": Stage(
-        "synthdeid.teacher.label_stage",
-        "Label notes with a teacher, as if they had no gold: silver spans, metadata and a ledger.",
-    ),
-    "combine-teachers": Stage(
-        "synthdeid.teacher.combine_stage",
-        "Combine teachers' labels into an ensemble teacher's (union or vote per label).",
-    ),
-    "build-mixture": Stage(
-        "synthdeid.ner.mixture_stage",
-        "Build a de-identification training mixture: real train notes plus labelled pools.",
-    ),
-    "tapt": Stage(
-        "synthdeid.ner.tapt_stage",
-        "Task-adaptive pretraining: continue MLM training of the encoder on a notes corpus.",
-    ),
-    "train-ner": Stage(
-        "synthdeid.ner.train_stage",
-        "Train a de-identification model on a built mixture; write a Hugging Face model directory.",
-    ),
-    "ensemble-ner": Stage(
-        "synthdeid.ner.ensemble_stage",
-        "Combine trained models into an ensemble directory with its own operating point.",
-    ),
-    "stack-lexicons": Stage(
-        "synthdeid.ner.stacker_stage",
-        "Fit name and place lexicons as a calibrated stacker over a trained tagger (stack-lexicons).",
-    ),
-    "deid": Stage(
-        "synthdeid.ner.deid_stage",
-        "De-identify notes with a trained model: predicted spans, then redacted or surrogate text.",
-    ),
-    "report-errors": Stage(
-        "synthdeid.ner.report_errors",
-        "Every missed and every spurious span of a model on development notes (report-errors).",
-    ),
-    "evaluate-ner": Stage(
-        "synthdeid.evaluation.stage",
-        "Score predicted PHI spans against gold notes, with bootstrap intervals (evaluate-ner).",
-    ),
-    "compare-ner": Stage(
-        "synthdeid.evaluation.compare",
-        "Compare evaluated NER runs: a table with intervals and paired tests (compare-ner).",
-    ),
-    "tabulate-study": Stage(
-        "synthdeid.evaluation.study_stage",
-        "The study table and forest plot: every arm against the reference arm (tabulate-study).",
-    ),
-    "compare-teacher": Stage(
-        "synthdeid.teacher.compare_stage",
-        "Teacher vs. student per PHI category, and the noise of the silver labels (compare-teacher).",
-    ),
-    "prepare-tabular": Stage(
-        "synthdeid.tabular.prepare_stage",
-        "Discretize a table of clinical variables by its spec and split it 50/50 into train / holdout.",
-    ),
-    "fit-dp-tabular": Stage(
-        "synthdeid.tabular.fit_stage",
-        "Fit one tabular synthesizer on the train half and draw independent synthetic samples.",
-    ),
-    "evaluate-tabular": Stage(
-        "synthdeid.tabular.evaluate_stage",
-        "Compare tabular synthesizers: fidelity, similarity and novelty over their samples (Lorenzo et al. 2026, Table 1).",
-    ),
-    "subsample-tabular": Stage(
-        "synthdeid.tabular.subsample_stage",
-        "Draw the stratified, frequency-weighted subsample of synthetic rows to verbalize (Lorenzo et al. 2026, sec. 2.3).",
-    ),
-    "verbalize-tabular": Stage(
-        "synthdeid.tabular.verbalize_stage",
-        "Verbalize synthetic rows into reports with PHI placeholders, filled locally into a pool.",
-    ),
-    "check-faithfulness": Stage(
-        "synthdeid.tabular.faithfulness_stage",
-        "Score how faithfully each report states its row (Lorenzo et al. 2026, Tables 2 and 3); keep the faithful pairs.",
-    ),
-    "serve-llm": Stage(
-        "synthdeid.llm.serve_stage",
-        "Start, stop or check a local llama.cpp chat server on loopback (serve-llm).",
-    ),
-    "probe-env": Stage(
-        "synthdeid.probe_env",
-        "Record the compute environment a rule ran in (host, SLURM job, accelerators).",
-    ),
+    stage.name: stage
+    for stage in (
+        Stage(
+            "make-demo",
+            "Generate the synthetic demo corpus (resources/demo/).",
+        ),
+        Stage(
+            "ingest-corpus",
+            "Import a labelled corpus into the canonical notes table (notes.parquet).",
+        ),
+        Stage(
+            "split-notes",
+            "Split notes by patient into seed / train / holdout, deterministically.",
+        ),
+        Stage(
+            "plot-corpus-overview",
+            "Plot and tabulate the split corpus: notes, PHI-bearing notes and spans per label, per part.",
+        ),
+        Stage(
+            "mask-seeds",
+            "Mask seed notes: PHI spans become typed, numbered placeholders ([[DOCTOR_1]]).",
+        ),
+        Stage(
+            "replace-surrogates",
+            "Replace the labelled PHI of a notes table by keyed, consistent surrogates.",
+        ),
+        Stage(
+            "generate-templates",
+            "Generate templates from masked seeds with an LLM backend (or none), validated.",
+        ),
+        Stage(
+            "fill-templates",
+            "Fill accepted templates locally and write the PII / no-PII synthetic pools.",
+        ),
+        Stage(
+            "diagnose-synthetic",
+            "Compare synthetic and real notes: lengths, label mix, PII structure, JSD, Fréchet distance.",
+        ),
+        Stage(
+            "plant-canaries",
+            "Write the canary notes planted in the language model's training set.",
+        ),
+        Stage(
+            "train-dp-lm",
+            "Fine-tune a causal LM on masked seed notes with DP-SGD (or --no-dp, same code path).",
+        ),
+        Stage(
+            "sample-dp-lm",
+            "Sample the DP language model by control code; validate and fill the samples into pools.",
+        ),
+        Stage(
+            "audit-dp-lm",
+            "Memorization audit and text quality of the language models' samples (Zecevic et al., secs. 4.6, 4.7).",
+        ),
+        Stage(
+            "label-teacher",
+            "Label notes with a teacher, as if they had no gold: silver spans, metadata and a ledger.",
+        ),
+        Stage(
+            "combine-teachers",
+            "Combine teachers' labels into an ensemble teacher's (union or vote per label).",
+        ),
+        Stage(
+            "build-mixture",
+            "Build a de-identification training mixture: real train notes plus labelled pools.",
+        ),
+        Stage(
+            "tapt-encoder",
+            "Task-adaptive pretraining: continue MLM training of the encoder on a notes corpus.",
+        ),
+        Stage(
+            "train-ner",
+            "Train a de-identification model on a built mixture; write a Hugging Face model directory.",
+        ),
+        Stage(
+            "ensemble-ner",
+            "Combine trained models into an ensemble directory with its own operating point.",
+        ),
+        Stage(
+            "stack-lexicons",
+            "Fit name and place lexicons as a calibrated stacker over a trained tagger (stack-lexicons).",
+        ),
+        Stage(
+            "predict-ner",
+            "De-identify notes with a trained model: predicted spans, then redacted or surrogate text.",
+        ),
+        Stage(
+            "report-errors",
+            "Every missed and every spurious span of a model on development notes (report-errors).",
+        ),
+        Stage(
+            "evaluate-ner",
+            "Score predicted PHI spans against gold notes, with bootstrap intervals (evaluate-ner).",
+        ),
+        Stage(
+            "compare-ner",
+            "Compare evaluated NER runs: a table with intervals and paired tests (compare-ner).",
+        ),
+        Stage(
+            "tabulate-study",
+            "The study table and forest plot: every arm against the reference arm (tabulate-study).",
+        ),
+        Stage(
+            "compare-teacher",
+            "Teacher vs. student per PHI category, and the noise of the silver labels (compare-teacher).",
+        ),
+        Stage(
+            "prepare-tabular",
+            "Discretize a table of clinical variables by its spec and split it 50/50 into train / holdout.",
+        ),
+        Stage(
+            "fit-dp-tabular",
+            "Fit one tabular synthesizer on the train half and draw independent synthetic samples.",
+        ),
+        Stage(
+            "evaluate-tabular",
+            "Compare tabular synthesizers: fidelity, similarity and novelty over their samples (Lorenzo et al. 2026, Table 1).",
+        ),
+        Stage(
+            "subsample-tabular",
+            "Draw the stratified, frequency-weighted subsample of synthetic rows to verbalize (Lorenzo et al. 2026, sec. 2.3).",
+        ),
+        Stage(
+            "verbalize-tabular",
+            "Verbalize synthetic rows into reports with PHI placeholders, filled locally into a pool.",
+        ),
+        Stage(
+            "check-faithfulness",
+            "Score how faithfully each report states its row (Lorenzo et al. 2026, Tables 2 and 3); keep the faithful pairs.",
+        ),
+        Stage(
+            "serve-llm",
+            "Start, stop or check a local llama.cpp chat server on loopback (serve-llm).",
+        ),
+        Stage(
+            "probe-gpu-env",
+            "Record the compute environment a rule ran in (host, SLURM job, accelerators).",
+        ),
+    )
 }
 
 

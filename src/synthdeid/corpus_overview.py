@@ -1,8 +1,11 @@
-"""Plot and tabulate the split corpus: notes, PHI-bearing notes and spans per label, per part."""
+"""The split corpus at a glance: notes, PHI-bearing notes and spans per label, per part.
+
+A table and its figure; the ``plot-corpus-overview`` stage
+(:mod:`synthdeid.stages.plot_corpus_overview`) writes them.
+"""
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections import Counter
 from collections.abc import Iterable
@@ -11,11 +14,9 @@ from typing import Any
 
 import pandas as pd
 
-from synthdeid.artifacts import atomic_text
-from synthdeid.cli_types import input_file, output_file
 from synthdeid.figures import PALETTE, pyplot, save_figure
 from synthdeid.labels import CANONICAL_LABELS
-from synthdeid.notes import Note, read_notes
+from synthdeid.notes import Note
 from synthdeid.split import PARTS
 
 log = logging.getLogger(__name__)
@@ -83,18 +84,3 @@ def plot_overview(table: pd.DataFrame, path: Path, title: str) -> Any:
     fig.tight_layout()
     save_figure(fig, path)
     return fig
-
-
-def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--notes", required=True, type=input_file, help="split notes.parquet")
-    parser.add_argument("--title", default="Corpus overview")
-    parser.add_argument("--figure", required=True, type=output_file, help="PNG to write")
-    parser.add_argument("--table", required=True, type=output_file, help="TSV to write")
-
-
-def run(args: argparse.Namespace) -> None:
-    table = overview_table(read_notes(args.notes))
-    with atomic_text(args.table) as handle:
-        table.to_csv(handle, sep="\t", index=False)
-    plot_overview(table, args.figure, args.title)
-    log.info("corpus overview -> %s, %s", args.figure, args.table)

@@ -1,4 +1,4 @@
-"""Mask seed notes: PHI spans become typed, numbered placeholders ([[DOCTOR_1]]).
+"""Masking notes: PHI spans become typed, numbered placeholders ([[DOCTOR_1]]).
 
 Within a note, one number per distinct surface form of a label (compared
 case- and whitespace-insensitively), so repeated mentions share a
@@ -11,8 +11,6 @@ may ever leave the machine.
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import re
 from collections import Counter
@@ -20,14 +18,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import pyarrow as pa
-from tqdm import tqdm
 
-from synthdeid.artifacts import make_provenance, write_json_atomic, write_parquet_atomic
-from synthdeid.cli_types import input_file, output_file
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.labels import coarse_view
-from synthdeid.mentions import MentionFinder, surfaces_left
-from synthdeid.notes import Note, Span, read_notes, splice, write_notes
+from synthdeid.mentions import MentionFinder
+from synthdeid.notes import Note, Span, splice
 
 log = logging.getLogger(__name__)
 
@@ -172,69 +167,3 @@ def resolve_view(label_view: str, coarse: Mapping[str, str] | None) -> dict[str,
     if label_view == "coarse":
         return coarse_view(coarse)
     raise ConfigError(f"mask.label_view must be one of {LABEL_VIEWS}, got {label_view!r}")
-
-
-def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--notes", required=True, type=input_file, help="split notes.parquet")
-    parser.add_argument(
-        "--parts", nargs="+", default=["seed"], help="split parts to mask (default: seed)"
-    )
-    parser.add_argument("--label-view", default="canonical", choices=LABEL_VIEWS)
-    parser.add_argument("--coarse-view", type=json.loads, default=None)
-    parser.add_argument(
-        "--propagate",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also mask unmarked whole-word mentions of a note's gold surfaces",
-    )
-    parser.add_argument("--out", required=True, type=output_file, help="masked notes parquet")
-    parser.add_argument(
-        "--removed", required=True, type=output_file, help="removed values parquet (local only)"
-    )
-    parser.add_argument("--summary", required=True, type=output_file)
-
-
-def run(args: argparse.Namespace) -> None:
-    view = resolve_view(args.label_view, args.coarse_view)
-    notes = [n for n in read_notes(args.notes, nonempty=True) if n.split in set(args.parts)]
-    if not notes:
-        raise InputError(args.notes, None, f"no notes in parts {args.parts}")
-    masked_notes: list[Note] = []
-    removed: list[RemovedValue] = []
-    notes_with_leaks: dict[str, list[str]] = {}
-    for note in tqdm(notes, desc="mask", unit="note", mininterval=2):
-        result = mask_note(note, view, args.propagate)
-        masked_notes.append(result.note)
-        removed.extend(result.removed)
-        left = surfaces_left(result.note, {s.surface(note.text) for s in note.spans})
-        if left:
-            notes_with_leaks[note.note_id] = left
-    if notes_with_leaks and args.propagate:
-        # cannot happen by construction; refuse to write rather than leak
-        raise RuntimeError(f"gold surfaces survived masking in notes {sorted(notes_with_leaks)}")
-    placeholders = Counter(s.label for n in masked_notes for s in n.spans)
-    summary = {
-        "notes": len(masked_notes),
-        "notes_with_placeholders": sum(1 for n in masked_notes if n.spans),
-        "mentions_masked": len(removed),
-        "mentions_propagated": sum(r.propagated for r in removed),
-        "distinct_placeholders": len({(r.note_id, r.placeholder) for r in removed}),
-        "mentions_by_label": dict(sorted(placeholders.items())),
-        "notes_with_gold_surfaces_left": len(notes_with_leaks),
-    }
-    params = {
-        "parts": sorted(args.parts),
-        "label_view": args.label_view,
-        "coarse_view": view,
-        "propagate": args.propagate,
-    }
-    provenance = make_provenance("mask", params, {"notes": args.notes})
-    write_parquet_atomic(removed_table(removed), args.removed, provenance)
-    write_notes(masked_notes, args.out, provenance)
-    write_json_atomic({"summary": summary, "provenance": provenance}, args.summary)
-    if notes_with_leaks:
-        log.warning(
-            "propagation is off: %d notes keep unmarked mentions of their gold surfaces",
-            len(notes_with_leaks),
-        )
-    log.info("masked %d notes, %d mentions -> %s", len(masked_notes), len(removed), args.out)

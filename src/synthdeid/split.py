@@ -1,4 +1,4 @@
-"""Split notes by patient into seed / train / holdout, deterministically.
+"""The patient-level split of notes into seed / train / holdout, deterministic.
 
 Patients are ordered by a SHA-256 of ``<seed>:<patient_id>`` and cut into
 consecutive groups whose sizes are the configured fractions of the patient
@@ -9,17 +9,13 @@ two parts.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import logging
 import math
-from collections import Counter
 from collections.abc import Mapping
 
-from synthdeid.artifacts import make_provenance, write_json_atomic
-from synthdeid.cli_types import input_file, output_file
 from synthdeid.errors import ConfigError
-from synthdeid.notes import Note, read_notes, write_notes
+from synthdeid.notes import Note
 
 log = logging.getLogger(__name__)
 
@@ -88,33 +84,3 @@ def assign_parts(notes: list[Note], fractions: Mapping[str, float], seed: int) -
             part_of[patient] = part
         position += sizes[part]
     return [note.with_split(part_of[note.patient_id]) for note in notes]
-
-
-def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--notes", required=True, type=input_file, help="notes.parquet from ingest")
-    parser.add_argument("--seed", required=True, type=int, help="split seed")
-    for part in PARTS:
-        parser.add_argument(
-            f"--{part}-fraction", required=True, type=float, help=f"share of patients in {part}"
-        )
-    parser.add_argument("--out", required=True, type=output_file)
-    parser.add_argument("--summary", required=True, type=output_file)
-
-
-def run(args: argparse.Namespace) -> None:
-    fractions = {part: getattr(args, f"{part}_fraction") for part in PARTS}
-    check_fractions(fractions)
-    notes = assign_parts(read_notes(args.notes, nonempty=True), fractions, args.seed)
-    patients = {part: {n.patient_id for n in notes if n.split == part} for part in PARTS}
-    summary = {
-        "patients": {part: len(ids) for part, ids in patients.items()},
-        "notes": dict(Counter(n.split for n in notes)),
-        "notes_with_phi": dict(Counter(n.split for n in notes if n.spans)),
-        "spans": {part: sum(len(n.spans) for n in notes if n.split == part) for part in PARTS},
-    }
-    provenance = make_provenance(
-        "split", {"seed": args.seed, "fractions": fractions}, {"notes": args.notes}
-    )
-    write_notes(notes, args.out, provenance)
-    write_json_atomic({"summary": summary, "provenance": provenance}, args.summary)
-    log.info("split %d notes: %s", len(notes), summary["patients"])

@@ -15,4 +15,4 @@ rule probe_gpu_env:
     resources:
         gpu=1,
     shell:
-        "synthdeid --log {log:q} probe-env --out {output:q}"
+        "synthdeid --log {log:q} probe-gpu-env --out {output:q}"

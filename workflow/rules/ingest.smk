@@ -25,7 +25,7 @@ rule ingest_corpus:
         label_map=LABEL_MAP,
         coarse_view=COARSE_VIEW,
     shell:
-        "synthdeid --log {log:q} ingest"
+        "synthdeid --log {log:q} ingest-corpus"
         " --corpus {params.corpus:q} --format {params.format:q}"
         " --source {params.source:q} --encoding {params.encoding:q}"
         " --patient-id-regex={params.patient_id_regex:q} --overlaps {params.overlaps:q}"
@@ -79,7 +79,7 @@ rule split_notes:
         train_fraction=config["split"]["fractions"]["train"],
         holdout_fraction=config["split"]["fractions"]["holdout"],
     shell:
-        "synthdeid --log {log:q} split --notes {input.notes:q} --seed {params.seed}"
+        "synthdeid --log {log:q} split-notes --notes {input.notes:q} --seed {params.seed}"
         " --seed-fraction {params.seed_fraction} --train-fraction {params.train_fraction}"
         " --holdout-fraction {params.holdout_fraction}"
         " --out {output.notes:q} --summary {output.summary:q}"
@@ -108,5 +108,5 @@ rule plot_corpus_overview:
     params:
         title=lambda w: f"Corpus {w.corpus}: patient-level split",
     shell:
-        "synthdeid --log {log:q} corpus-overview --notes {input.notes:q}"
+        "synthdeid --log {log:q} plot-corpus-overview --notes {input.notes:q}"
         " --title {params.title:q} --figure {output.figure:q} --table {output.table:q}"

@@ -24,7 +24,7 @@ rule mask_seeds:
         propagate="--propagate" if config["mask"]["propagate"] else "--no-propagate",
         coarse_view=COARSE_VIEW,
     shell:
-        "synthdeid --log {log:q} mask --notes {input.notes:q} --parts {params.parts:q}"
+        "synthdeid --log {log:q} mask-seeds --notes {input.notes:q} --parts {params.parts:q}"
         " --label-view {params.label_view:q} --coarse-view {params.coarse_view:q}"
         " {params.propagate} --out {output.masked:q} --removed {output.removed:q}"
         " --summary {output.summary:q}"

@@ -54,7 +54,7 @@ rule tapt_encoder_own:
             synthesis.tapt_settings(NER["tapt"], RUNS.training(w.run)["model"])
         ),
     shell:
-        "synthdeid --log {log:q} tapt --corpus {input.train:q}"
+        "synthdeid --log {log:q} tapt-encoder --corpus {input.train:q}"
         " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"
 
 
@@ -87,7 +87,7 @@ rule tapt_encoder_seeds:
         parts=config["mask"]["parts"],
         settings=as_json(synthesis.tapt_settings(NER["tapt"], NER["training"]["model"])),
     shell:
-        "synthdeid --log {log:q} tapt --corpus {input.notes:q} --parts {params.parts:q}"
+        "synthdeid --log {log:q} tapt-encoder --corpus {input.notes:q} --parts {params.parts:q}"
         " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"
 
 
@@ -218,7 +218,7 @@ rule predict_ner:
         key_file=config["surrogate"]["key_file"] or "",
         key_fingerprint=deid_key_fingerprint,
     shell:
-        "synthdeid --log {log:q} deid --model {input.model:q} --notes {input.notes:q}"
+        "synthdeid --log {log:q} predict-ner --model {input.model:q} --notes {input.notes:q}"
         " --parts {params.parts:q} --out {output.predictions:q}"
         " --out-deidentified {output.deidentified:q} --summary {output.summary:q}"
         " --mode {params.mode} {params.ages} --precision {params.precision}"

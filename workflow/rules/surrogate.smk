@@ -32,7 +32,7 @@ rule replace_surrogates:
             config["surrogate"]["key_file"], "replace_surrogates"
         ),
     shell:
-        "synthdeid --log {log:q} surrogate {input.notes:q} {output.notes:q}"
+        "synthdeid --log {log:q} replace-surrogates {input.notes:q} {output.notes:q}"
         " --labels {params.labels:q} --policies {params.policies:q}"
         " --consistency {params.consistency:q} --key-file={params.key_file:q}"
         " --summary {output.summary:q} --leftovers {output.leftovers:q}"

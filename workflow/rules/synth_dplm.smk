@@ -185,5 +185,5 @@ rule tapt_encoder:
             synthesis.tapt_settings(DPLM["tapt"], NER["training"]["model"])
         ),
     shell:
-        "synthdeid --log {log:q} tapt --corpus {input.pii:q} {input.no_pii:q}"
+        "synthdeid --log {log:q} tapt-encoder --corpus {input.pii:q} {input.no_pii:q}"
         " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"

@@ -1,4 +1,4 @@
-"""Generate the synthetic demo corpus (resources/demo/).
+"""The generator of the synthetic demo corpus (resources/demo/).
 
 The demo corpus is the project's embedded default input: short clinical-style
 notes in four styles (ICU nursing, veterinary consult, pathology report,
@@ -21,7 +21,6 @@ defaults, and a test checks it has not drifted from the generator.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import random
@@ -36,7 +35,6 @@ from typing import Any
 from faker import Faker
 
 from synthdeid.artifacts import atomic_text
-from synthdeid.cli_types import output_dir, positive_int
 from synthdeid.demo.phrases import Phrases, Style, load_phrases
 from synthdeid.detectors import MONTHS
 from synthdeid.errors import ConfigError
@@ -404,25 +402,3 @@ def write_demo_corpus(out_dir: Path, n_notes: int, seed: int) -> None:
         100 * stats["phi_bearing_share"],
         stats["spans"],
     )
-
-
-def register_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--out-dir",
-        type=output_dir,
-        default=DEFAULT_OUT_DIR,
-        help=f"folder to write {NOTES_FILE} into (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--n-notes",
-        type=positive_int,
-        default=DEFAULT_N_NOTES,
-        help="number of notes (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--seed", type=int, default=DEFAULT_SEED, help="random seed (default: %(default)s)"
-    )
-
-
-def run(args: argparse.Namespace) -> None:
-    write_demo_corpus(args.out_dir, args.n_notes, args.seed)

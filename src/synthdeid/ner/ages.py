@@ -6,7 +6,7 @@ those (label ``Age``). A model trained on such notes still tags the "79" of
 "79 YO FEMALE" now and then, mostly as a DATE (a two-digit number), and
 every such span is a false positive that also hides a clinically useful age.
 
-With the policy on (``ner.deid.safe_harbor_ages``, ``synthdeid deid
+With the policy on (``ner.deid.safe_harbor_ages``, ``synthdeid predict-ner
 --safe-harbor-ages``), a predicted span is dropped when it is a whole number
 below the limit written as an age:
 

@@ -27,7 +27,7 @@ def ensemble_card(
         f"# synthdeid de-identification ensemble: run `{run}`",
         "",
         "The mean of its members' per-token tag probabilities, decoded with BIO rules at "
-        "an O threshold of its own. Load it with `synthdeid deid --model <this directory>`. "
+        "an O threshold of its own. Load it with `synthdeid predict-ner --model <this directory>`. "
         "The members' weights are not copied here: keep their directories where the "
         "paths below point (relative to this directory).",
         "",

@@ -65,7 +65,7 @@ def model_card(
         "",
         "A token-classification model that tags protected health information (PHI) in "
         "clinical notes with BIO tags. Built by the synthdeid workflow; load it with "
-        "`synthdeid deid --model <this directory>` or `transformers.AutoModelForTokenClassification`.",
+        "`synthdeid predict-ner --model <this directory>` or `transformers.AutoModelForTokenClassification`.",
         "",
         "## Data",
         f"- mixture regime: {mixture.get('regime', 'n/a')}, target synthetic fraction "

@@ -18,7 +18,7 @@ features of a token (:func:`feature_names`)
     none, and its word features are 0.
 fit (:func:`fit_stacker`)
     on development notes' tokens (never the holdout; see
-    :mod:`synthdeid.ner.stacker_stage`), target "the token overlaps a gold
+    :mod:`synthdeid.stages.stack_lexicons`), target "the token overlaps a gold
     span", features standardized, L2 penalty, balanced class weights
     (PHI tokens are a few percent). ``C`` is chosen on a grid by grouped
     cross-validation (folds never split a patient's notes), by the log loss

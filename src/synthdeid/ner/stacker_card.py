@@ -35,7 +35,7 @@ def stacker_card(
         "A base tagger whose probability of O per token is replaced by a logistic regression "
         "over that probability, the word's casing and its membership in name and place "
         "lexicons; the label of a span stays the base's choice. Load it with "
-        "`synthdeid deid --model <this directory>`. The base's weights are not copied here: "
+        "`synthdeid predict-ner --model <this directory>`. The base's weights are not copied here: "
         f"keep its directory where `{base_path}` points (relative to this directory).",
         "",
         "## Lexicons",

@@ -20,7 +20,7 @@ read) and returns one :class:`~synthdeid.teacher.silver.NoteLabels` per note.
     A trained token-classification model (``train_ner`` output or any model
     directory with ``synthdeid_ner.json``) applied with the inference code;
     a span's confidence is the mean over its tokens of ``1 - P(O)``. The
-    model's regex detectors are unioned in (confidence none), as ``deid`` does.
+    model's regex detectors are unioned in (confidence none), as ``predict-ner`` does.
 ``rules``
     The high-recall regex detectors and optional dictionaries (a text file of
     terms per label, one per line, ``#`` comments): dictionary terms are found

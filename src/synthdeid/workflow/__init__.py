@@ -17,4 +17,5 @@ WorkflowError); the rules' input and params functions are thin calls into:
 - :mod:`~synthdeid.workflow.surrogate_key`: the key's fingerprint, the demo key's refusal
 - :mod:`~synthdeid.workflow.arguments`: JSON params, repeated NAME=VALUE flags, folders
 - :mod:`~synthdeid.workflow.environment`: the ``synthdeid`` command on PATH
+- :mod:`~synthdeid.workflow.stage_names`: which stage each rule runs (rule ``x_y``: ``synthdeid x-y``)
 """

@@ -1,6 +1,6 @@
 """Task-adaptive pretraining: continue MLM training of the encoder on a notes corpus.
 
-``synthdeid tapt --corpus synthetic.parquet [more.parquet ...] --config JSON
+``synthdeid tapt-encoder --corpus synthetic.parquet [more.parquet ...] --config JSON
 --out-dir DIR``
 
 ``--config`` holds the ``ner.tapt`` mapping (:class:`synthdeid.ner.tapt.TaptConfig`).

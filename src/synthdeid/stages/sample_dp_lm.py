@@ -9,7 +9,7 @@ Every sample is kept in ``samples.parquet`` with its control code and the
 validator's verdict (the memorization audit reads the raw samples). Accepted
 samples are templates: the local fill instantiates their placeholders with
 exact offsets, then the pools are deduplicated and screened exactly like the
-template regime's (:mod:`synthdeid.synthesis.pool_stage`).
+template regime's (:mod:`synthdeid.stages.fill_templates`).
 """
 
 from __future__ import annotations
@@ -74,14 +74,14 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.dplm.corpus import ControlCoder
     from synthdeid.dplm.model import load_lm
     from synthdeid.dplm.sampling import SamplingConfig, generate_samples, validate_sample
-    from synthdeid.dplm.train_stage import PRIVACY_FILE, read_lm_settings
     from synthdeid.identifiers import IdentifierScanner
-    from synthdeid.synthesis.placeholders import load_allowlist
-    from synthdeid.synthesis.pool_stage import (
+    from synthdeid.stages.fill_templates import (
         check_pool_settings,
         pools_from_templates,
         write_pools,
     )
+    from synthdeid.stages.train_dp_lm import PRIVACY_FILE, read_lm_settings
+    from synthdeid.synthesis.placeholders import load_allowlist
     from synthdeid.synthesis.pools import Template
     from synthdeid.synthesis.prompts import seed_variant
     from synthdeid.synthesis.templates import lowercase_vocabulary

@@ -1,6 +1,6 @@
 """De-identify notes with a trained model: predicted spans, then redacted or surrogate text.
 
-``synthdeid deid --model DIR --notes IN.parquet --out PRED.parquet``
+``synthdeid predict-ner --model DIR --notes IN.parquet --out PRED.parquet``
 writes the notes with their *predicted* spans (text unchanged; what
 ``evaluate-ner`` scores). With ``--out-deidentified`` it also writes the
 de-identified notes: every predicted span replaced by its label in brackets

@@ -72,7 +72,6 @@ def check_settings(settings: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> None:
 
     from synthdeid.dplm.adapters import LoraSettings
-    from synthdeid.dplm.canary_stage import read_canaries
     from synthdeid.dplm.corpus import (
         ControlCoder,
         control_token,
@@ -82,6 +81,7 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.dplm.model import ScratchConfig, build_lm, save_lm
     from synthdeid.dplm.privacy import PrivacyConfig
     from synthdeid.dplm.training import LmTrainingConfig, train_lm
+    from synthdeid.stages.plant_canaries import read_canaries
     from synthdeid.synthesis.placeholders import load_allowlist
 
     settings = check_settings(args.settings)
