@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
+from synthdeid.artifacts import write_parquet_atomic
 from synthdeid.dplm.canaries import (
+    CANARIES_SCHEMA,
     Canary,
     canary_report,
     make_canaries,
     number_words,
+    read_canaries,
 )
 from synthdeid.dplm.rouge import rouge_l, tokenize
-from synthdeid.errors import ConfigError
+from synthdeid.errors import ConfigError, InputError
 from synthdeid.identifiers import IdentifierScanner
 from synthdeid.mask import PLACEHOLDER_RE
 
@@ -153,3 +158,15 @@ def test_exposure_ranks_planted_canaries_among_references() -> None:
     assert not {c.phrase for c in fresh} & {c.phrase for c in planted}
     with pytest.raises(ConfigError):
         canary_exposure([], references)
+
+
+def test_read_canaries_gives_back_the_canaries_written(tmp_path: Path) -> None:
+    canaries = make_canaries(3, seed=5)
+    path = tmp_path / "canaries.parquet"
+    write_parquet_atomic(
+        pa.Table.from_pylist([c.to_json() for c in canaries], schema=CANARIES_SCHEMA), path
+    )
+    assert read_canaries(path) == canaries
+    write_parquet_atomic(pa.table({"canary_id": ["c0"], "text": ["a note"]}), path)
+    with pytest.raises(InputError, match="phrase"):
+        read_canaries(path)

@@ -45,8 +45,13 @@ from synthdeid.dplm.sampling import (
     perplexity,
     validate_sample,
 )
-from synthdeid.dplm.train_stage import LM_SETTINGS_FILE, read_lm_settings
-from synthdeid.dplm.training import LmTrainingConfig, sampling_plan, train_lm
+from synthdeid.dplm.training import (
+    LM_SETTINGS_FILE,
+    LmTrainingConfig,
+    read_lm_settings,
+    sampling_plan,
+    train_lm,
+)
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.synthesis.prompts import seed_variant
 

@@ -145,6 +145,18 @@ def upward_imports(root: Path, package: str, layers: Layers) -> list[Import]:
     return sorted(found, key=lambda f: (f.path, f.line))
 
 
+def stage_imports(root: Path, package: str, stages: str = "stages") -> list[Import]:
+    """The imports of one stage module by another (a stage's helpers belong in the domain
+    packages, where every stage that needs them imports them from)."""
+    found = []
+    for candidate in package_imports(root, package):
+        imported = candidate.imported
+        of_a_stage = imported == stages or imported.startswith(f"{stages}.")
+        if candidate.importer.startswith(f"{stages}.") and of_a_stage and candidate not in found:
+            found.append(candidate)
+    return sorted(found, key=lambda f: (f.path, f.line))
+
+
 def describe(found: Import, package: str, layers: Layers) -> str:
     """``file:line: a (layer) imports b (layer)``."""
     low, high = (layer_of(m, layers) for m in (found.importer, found.imported))
@@ -169,6 +181,16 @@ def test_no_layer_names_a_module_twice() -> None:
 def test_imports_point_down_the_layers() -> None:
     upward = [describe(f, PACKAGE, LAYERS) for f in upward_imports(SRC, PACKAGE, LAYERS)]
     assert not upward, "imports of a higher layer:\n" + "\n".join(upward)
+
+
+def test_no_stage_imports_another_stage() -> None:
+    found = [
+        f"{f.path.as_posix()}:{f.line}: {PACKAGE}.{f.importer} imports {PACKAGE}.{f.imported}"
+        for f in stage_imports(SRC, PACKAGE)
+    ]
+    assert not found, "stages importing stages (move the helper to its domain module):\n" + (
+        "\n".join(found)
+    )
 
 
 TOY_LAYERS: Layers = (("low", ("__init__", "low", "base")), ("high", ("high",)))
@@ -231,3 +253,27 @@ def test_layer_of(module: str, layer: str) -> None:
 
 def test_layer_of_an_unplaced_module_is_none() -> None:
     assert layer_of("nowhere.module", LAYERS) is None
+
+
+def test_stage_imports_finds_one_stage_importing_another(tmp_path: Path) -> None:
+    package = write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "low.py": "",
+            "stages/__init__.py": "from toy.stages import first\n",
+            "stages/first.py": "from toy.low import thing\n",
+            "stages/second.py": """\
+                from toy.stages.first import helper
+                def run() -> None:
+                    from . import first
+                    from toy import stages
+                """,
+        },
+    )
+    found = [(f.path.as_posix(), f.line, f.imported) for f in stage_imports(package, "toy")]
+    assert found == [
+        ("toy/stages/second.py", 1, "stages.first"),
+        ("toy/stages/second.py", 3, "stages.first"),
+        ("toy/stages/second.py", 4, "stages"),
+    ]

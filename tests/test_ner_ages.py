@@ -72,7 +72,8 @@ def test_drop_young_ages_keeps_order_and_other_spans() -> None:
 
 
 def test_deid_drops_the_young_ages_after_the_regex_union() -> None:
-    from synthdeid.stages.predict_ner import add_regex_spans, drop_young_age_spans
+    from synthdeid.detectors import add_regex_spans
+    from synthdeid.ner.ages import drop_young_age_spans
 
     text = "83 yo F seen 10/20 by Dr. Smith; her husband, 92 yo, visited."
     note = Note("n1", "p1", text, (), "made-up", "holdout")

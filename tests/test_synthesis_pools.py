@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
 import pytest
 
+from synthdeid.errors import ConfigError
 from synthdeid.mentions import SurfaceIndex
-from synthdeid.notes import Note
+from synthdeid.notes import Note, read_notes
 from synthdeid.synthesis.fill import TemplateFiller
 from synthdeid.synthesis.pools import (
     SYNTHETIC_SPLIT,
     DedupSettings,
     Template,
     build_pools,
+    check_pool_settings,
     exact_dedup,
     near_dedup,
     screen_phi,
+    write_pools,
 )
 from synthesis_helpers import allowlist
 
@@ -140,3 +147,32 @@ def test_near_dedup_with_minilm():
         notes, seeds, encoder, DedupSettings(near_threshold=0.9, against_seeds=False)
     )
     assert [n.note_id for n in kept_all] == ["a", "c", "d"]
+
+
+def test_pool_settings_with_an_unknown_key_are_refused():
+    check_pool_settings({"fill_seed": 1, "near_threshold": 0.9})
+    with pytest.raises(ConfigError, match=r"pool settings: unknown keys \['seed'\]"):
+        check_pool_settings({"seed": 1})
+
+
+def test_write_pools_writes_both_pools_the_removals_and_the_counts(tmp_path: Path):
+    repeated = Template("tpl:s4:no_pii:0", "s4", "p4", "no_pii", TEMPLATES[1].text)
+    result = build_pools(
+        [*TEMPLATES[:2], repeated],
+        [],
+        filler=filler(),
+        surfaces=SurfaceIndex([]),
+        encoder=None,
+        dedup=DedupSettings(),
+        source="synthetic:template:test",
+    )
+    paths = {name: tmp_path / f"{name}.parquet" for name in ("pii", "no_pii", "removals")}
+    summary = tmp_path / "summary.json"
+    counts = write_pools(
+        result, {"step": "test"}, **paths, summary=summary, extra_counts={"seeds_compared": 0}
+    )
+    assert counts == {**result.counts, "seeds_compared": 0}
+    assert json.loads(summary.read_text()) == {"summary": counts, "provenance": {"step": "test"}}
+    assert read_notes(paths["pii"]) == result.pii
+    assert read_notes(paths["no_pii"]) == result.no_pii
+    assert pq.read_table(paths["removals"]).num_rows == len(result.removals) == 1

@@ -89,7 +89,7 @@ from datetime import date
 from typing import Protocol, TypeVar
 
 from synthdeid.errors import ConfigError
-from synthdeid.notes import Span
+from synthdeid.notes import Note, Span
 
 log = logging.getLogger(__name__)
 
@@ -316,6 +316,19 @@ def union_spans(model_spans: Sequence[Span], regex_spans: Sequence[Span]) -> lis
             taken.append(span)
             result.append(span)
     return sorted(result)
+
+
+def add_regex_spans(
+    notes: Sequence[Note], predicted: Sequence[list[Span]], labels: Sequence[str]
+) -> tuple[list[list[Span]], int]:
+    """Union of model spans and regex spans; returns the spans and how many regex added."""
+    merged: list[list[Span]] = []
+    added = 0
+    for note, spans in zip(notes, predicted, strict=True):
+        union = union_spans(spans, detect(note.text, labels))
+        added += len(union) - len(spans)
+        merged.append(union)
+    return merged, added
 
 
 # --- reading a date ----------------------------------------------------------

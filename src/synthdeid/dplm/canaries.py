@@ -45,10 +45,13 @@ import logging
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
+from synthdeid.artifacts import read_parquet_with_provenance, require_columns
 from synthdeid.dplm.memorization import interval_json
 from synthdeid.dplm.rouge import RougeIndex
 from synthdeid.errors import ConfigError
@@ -174,6 +177,22 @@ class Canary:
 
     def to_json(self) -> dict[str, str]:
         return {"canary_id": self.canary_id, "text": self.text, "phrase": self.phrase}
+
+
+CANARIES_SCHEMA = pa.schema(
+    [
+        pa.field("canary_id", pa.string(), nullable=False),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("phrase", pa.string(), nullable=False),
+    ],
+    metadata={b"synthdeid.synthetic": b"canary notes from a seeded generator"},
+)
+
+
+def read_canaries(path: Path) -> list[Canary]:
+    table, _ = read_parquet_with_provenance(path)
+    require_columns(path, table.column_names, CANARIES_SCHEMA.names, "a canaries table")
+    return [Canary(r["canary_id"], r["text"], r["phrase"]) for r in table.to_pylist()]
 
 
 def _phrase(rng: random.Random, place: str) -> str:

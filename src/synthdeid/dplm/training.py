@@ -26,11 +26,13 @@ trained model comes back merged into a standard Hugging Face model.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import torch
@@ -48,12 +50,15 @@ from synthdeid.dplm.privacy import (
     plan_privacy,
     privacy_record,
 )
-from synthdeid.errors import ConfigError
+from synthdeid.errors import ConfigError, InputError
 from synthdeid.settings import settings_from_mapping
 
 log = logging.getLogger(__name__)
 
 IGNORE = -100
+# a trained model directory holds these beside the checkpoint
+LM_SETTINGS_FILE = "synthdeid_lm.json"
+PRIVACY_FILE = "privacy.json"
 
 
 @dataclass(frozen=True)
@@ -464,3 +469,14 @@ def _logical_step(
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     return total / len(sequences)
+
+
+def read_lm_settings(directory: Path) -> dict[str, Any]:
+    path = directory / LM_SETTINGS_FILE
+    try:
+        settings = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(path, None, f"not a train-dp-lm model directory: {exc}") from exc
+    if not isinstance(settings, dict):
+        raise InputError(path, None, "not a train-dp-lm model directory: not a JSON object")
+    return settings

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from synthdeid.notes import Span
+from synthdeid.notes import Note, Span
 
 SAFE_HARBOR_AGE_LIMIT = 90
 
@@ -55,3 +55,13 @@ def drop_young_ages(
 ) -> list[Span]:
     """``spans`` without those that are ages below ``limit`` (see the module docstring)."""
     return [span for span in spans if not is_young_age(text, span, limit)]
+
+
+def drop_young_age_spans(
+    notes: Sequence[Note], predicted: Sequence[list[Span]]
+) -> tuple[list[list[Span]], int]:
+    """Spans without the ages of 89 or under (Safe Harbor); returns them and how many went."""
+    kept = [drop_young_ages(spans, note.text) for note, spans in zip(notes, predicted, strict=True)]
+    return kept, sum(
+        len(before) - len(after) for before, after in zip(predicted, kept, strict=True)
+    )

@@ -52,6 +52,7 @@ Rules where a choice had to be made (every "round" here rounds halves up):
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import random
@@ -597,3 +598,15 @@ def read_mixture(path: str | Path) -> list[MixtureNote]:
             raise InputError(path, record, f"copies must be at least 1, got {count!r}")
         out.append(MixtureNote(note, pool, count))
     return out
+
+
+def read_mixture_summary(path: Path) -> dict[str, Any]:
+    """The sizes of a mixture, from the summary.json build-mixture writes (its ``summary``)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(path, None, f"unreadable mixture summary: {exc}") from exc
+    summary = data.get("summary", data) if isinstance(data, dict) else data
+    if not isinstance(summary, dict):
+        raise InputError(path, None, "mixture summary is not a JSON object")
+    return summary

@@ -92,7 +92,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 def read_samples(path: Path) -> tuple[list[str], dict[str, Any] | None]:
     """The samples' texts, and how many ended (EOS) and passed the template validator
     with Wilson intervals (None for a table without the ``finished``/``status`` columns)."""
-    from synthdeid.stages.sample_dp_lm import ACCEPTED
+    from synthdeid.dplm.sampling import ACCEPTED
 
     table, _ = read_parquet_with_provenance(path)
     require_columns(path, table.column_names, ["text"], "a samples table")
@@ -140,7 +140,7 @@ def quality_for(
     from synthdeid.dplm.model import load_lm
     from synthdeid.dplm.sampling import perplexity
     from synthdeid.dplm.text_quality import distinct_n, length_comparison
-    from synthdeid.stages.train_dp_lm import PRIVACY_FILE, read_lm_settings
+    from synthdeid.dplm.training import PRIVACY_FILE, read_lm_settings
 
     lm = read_lm_settings(model_dir)
     coder = ControlCoder.from_json(lm["control_codes"])
@@ -288,7 +288,7 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
 
 def run(args: argparse.Namespace) -> None:
 
-    from synthdeid.dplm.canaries import canary_report, reference_canaries
+    from synthdeid.dplm.canaries import canary_report, read_canaries, reference_canaries
     from synthdeid.dplm.memorization import (
         audit_markdown,
         compare_audits,
@@ -299,7 +299,6 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.dplm.rouge import RougeIndex
     from synthdeid.dplm.text_quality import distinct_n
     from synthdeid.reporting import markdown_to_html
-    from synthdeid.stages.plant_canaries import read_canaries
 
     settings = dict(args.settings)
     unknown = sorted(set(settings) - SETTING_KEYS)

@@ -55,18 +55,6 @@ def parse_spec(text: str) -> MixtureSpec:
     return MixtureSpec.from_mapping(mapping)
 
 
-def read_mixture_summary(path: Path) -> dict[str, Any]:
-    """The sizes of a mixture, from the summary.json this stage writes (its ``summary``)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(path, None, f"unreadable mixture summary: {exc}") from exc
-    summary = data.get("summary", data) if isinstance(data, dict) else data
-    if not isinstance(summary, dict):
-        raise InputError(path, None, "mixture summary is not a JSON object")
-    return summary
-
-
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--notes", required=True, type=input_file, help="split notes table; its train part is real"

@@ -19,23 +19,21 @@ from synthdeid.artifacts import (
     make_provenance,
     read_parquet_with_provenance,
     require_columns,
-    write_json_atomic,
-    write_parquet_atomic,
 )
 from synthdeid.cli_types import input_file, output_file
-from synthdeid.errors import ConfigError, InputError
-from synthdeid.llm.guard import load_phi_surfaces
-from synthdeid.mentions import SurfaceIndex
-from synthdeid.notes import Note, read_notes, write_notes
+from synthdeid.errors import InputError
+from synthdeid.notes import read_notes
 from synthdeid.runtime import add_runtime_arguments
-from synthdeid.synthesis.fill import TemplateFiller
-from synthdeid.synthesis.placeholders import PlaceholderAllowlist, load_allowlist
-from synthdeid.synthesis.pools import DedupSettings, PoolResult, Template, build_pools
+from synthdeid.synthesis.placeholders import load_allowlist
+from synthdeid.synthesis.pools import (
+    Template,
+    check_pool_settings,
+    pools_from_templates,
+    write_pools,
+)
 from synthdeid.synthesis.templates import ACCEPTED, TEMPLATES_SCHEMA
 
 log = logging.getLogger(__name__)
-
-SETTING_KEYS = {"fill_seed", "near_threshold", "against_seeds", "encoder", "min_surface_chars"}
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,79 +79,6 @@ def read_accepted_templates(path: Path) -> tuple[list[Template], dict[str, Any]]
             )
         )
     return templates, provenance
-
-
-def check_pool_settings(settings: dict[str, Any]) -> None:
-    unknown = sorted(set(settings) - SETTING_KEYS)
-    if unknown:
-        raise ConfigError(f"pool settings: unknown keys {unknown}; known: {sorted(SETTING_KEYS)}")
-
-
-def pools_from_templates(
-    templates: list[Template],
-    seeds: list[Note],
-    *,
-    allowlist: PlaceholderAllowlist,
-    removed: Path,
-    settings: dict[str, Any],
-    source: str,
-    progress: bool,
-) -> tuple[PoolResult, TemplateFiller]:
-    """Fill, dedup and screen accepted templates with the pool settings (shared by every regime)."""
-    check_pool_settings(settings)
-    phi = [surface for surface, _ in load_phi_surfaces(removed)]
-    min_chars = int(settings.get("min_surface_chars", 3))
-    encoder = None
-    if settings.get("encoder") is not False:
-        from synthdeid.embeddings import SentenceEncoder
-
-        encoder = SentenceEncoder.load(settings.get("encoder"))
-    # the filler never draws a screened surface (shorter ones, e.g. ages, stay drawable)
-    filler = TemplateFiller(
-        allowlist,
-        seed=int(settings.get("fill_seed", 0)),
-        forbidden=[s for s in phi if len("".join(s.split())) >= min_chars],
-    )
-    result = build_pools(
-        templates,
-        seeds,
-        filler=filler,
-        surfaces=SurfaceIndex(phi, min_chars=min_chars),
-        encoder=encoder,
-        dedup=DedupSettings(
-            near_threshold=float(settings.get("near_threshold", 0.95)),
-            against_seeds=bool(settings.get("against_seeds", True)),
-        ),
-        source=source,
-        progress=progress,
-    )
-    return result, filler
-
-
-def write_pools(
-    result: PoolResult,
-    provenance: dict[str, Any],
-    *,
-    pii: Path,
-    no_pii: Path,
-    removals: Path,
-    summary: Path,
-    extra_counts: dict[str, Any],
-) -> dict[str, Any]:
-    """The PII / no-PII pools, the removals table and the summary, each written atomically."""
-    write_notes(result.pii, pii, provenance)
-    write_notes(result.no_pii, no_pii, provenance)
-    write_parquet_atomic(result.removals_table(), removals, provenance)
-    counts = {**result.counts, **extra_counts}
-    write_json_atomic({"summary": counts, "provenance": provenance}, summary)
-    log.info(
-        "pools: %d PII notes (%d spans), %d no-PII notes; removed %s",
-        counts["pii_notes"],
-        counts["pii_spans"],
-        counts["no_pii_notes"],
-        counts["removed"] or "nothing",
-    )
-    return counts
 
 
 def run(args: argparse.Namespace) -> None:

@@ -12,42 +12,21 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
 
 import pyarrow as pa
 
-from synthdeid.artifacts import (
-    make_provenance,
-    read_parquet_with_provenance,
-    require_columns,
-    write_parquet_atomic,
-)
+from synthdeid.artifacts import make_provenance, write_parquet_atomic
 from synthdeid.cli_types import output_file, positive_int
-from synthdeid.dplm.canaries import Canary, make_canaries
+from synthdeid.dplm.canaries import CANARIES_SCHEMA, make_canaries
 from synthdeid.errors import ConfigError
 
 log = logging.getLogger(__name__)
-
-CANARIES_SCHEMA = pa.schema(
-    [
-        pa.field("canary_id", pa.string(), nullable=False),
-        pa.field("text", pa.string(), nullable=False),
-        pa.field("phrase", pa.string(), nullable=False),
-    ],
-    metadata={b"synthdeid.synthetic": b"canary notes from a seeded generator"},
-)
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--count", required=True, type=positive_int, help="number of canaries (K)")
     parser.add_argument("--seed", type=int, default=7, help="generator seed")
     parser.add_argument("--out", required=True, type=output_file, help="canaries.parquet to write")
-
-
-def read_canaries(path: Path) -> list[Canary]:
-    table, _ = read_parquet_with_provenance(path)
-    require_columns(path, table.column_names, CANARIES_SCHEMA.names, "a canaries table")
-    return [Canary(r["canary_id"], r["text"], r["phrase"]) for r in table.to_pylist()]
 
 
 def run(args: argparse.Namespace) -> None:

@@ -37,10 +37,10 @@ from synthdeid.cli_types import (
     output_file,
     positive_int,
 )
-from synthdeid.detectors import DETECTORS, detect, union_spans
+from synthdeid.detectors import DETECTORS, add_regex_spans
 from synthdeid.errors import ConfigError
-from synthdeid.ner.ages import drop_young_ages
-from synthdeid.notes import Note, Span, read_notes, splice, write_notes
+from synthdeid.ner.ages import drop_young_age_spans
+from synthdeid.notes import Note, read_notes, splice, write_notes
 from synthdeid.runtime import add_runtime_arguments, set_threads
 from synthdeid.surrogate.keying import SurrogateKey, load_key, refuse_demo_key
 
@@ -58,29 +58,6 @@ def redact(note: Note) -> Note:
     """Each span replaced by ``[LABEL]``; the new spans cover the inserted tags."""
     text, spans = splice(note.text, note.spans, [f"[{span.label}]" for span in note.spans])
     return note.with_text(text, spans)
-
-
-def add_regex_spans(
-    notes: Sequence[Note], predicted: Sequence[list[Span]], labels: Sequence[str]
-) -> tuple[list[list[Span]], int]:
-    """Union of model spans and regex spans; returns the spans and how many regex added."""
-    merged: list[list[Span]] = []
-    added = 0
-    for note, spans in zip(notes, predicted, strict=True):
-        union = union_spans(spans, detect(note.text, labels))
-        added += len(union) - len(spans)
-        merged.append(union)
-    return merged, added
-
-
-def drop_young_age_spans(
-    notes: Sequence[Note], predicted: Sequence[list[Span]]
-) -> tuple[list[list[Span]], int]:
-    """Spans without the ages of 89 or under (Safe Harbor); returns them and how many went."""
-    kept = [drop_young_ages(spans, note.text) for note, spans in zip(notes, predicted, strict=True)]
-    return kept, sum(
-        len(before) - len(after) for before, after in zip(predicted, kept, strict=True)
-    )
 
 
 def predict_notes(

@@ -77,8 +77,9 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from synthdeid.detectors import add_regex_spans
+    from synthdeid.ner.ages import drop_young_age_spans
     from synthdeid.ner.ensemble import load_tagger
-    from synthdeid.stages.predict_ner import add_regex_spans, drop_young_age_spans
 
     if not is_local_path(args.out):
         raise InputError(

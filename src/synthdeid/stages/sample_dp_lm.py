@@ -29,8 +29,6 @@ from synthdeid.runtime import add_runtime_arguments, pick_device, set_threads
 
 log = logging.getLogger(__name__)
 
-ACCEPTED = "accepted"
-REJECTED = "rejected"
 SAMPLES_SCHEMA = pa.schema(
     [
         pa.field("sample_id", pa.string(), nullable=False),
@@ -73,16 +71,22 @@ def run(args: argparse.Namespace) -> None:
 
     from synthdeid.dplm.corpus import ControlCoder
     from synthdeid.dplm.model import load_lm
-    from synthdeid.dplm.sampling import SamplingConfig, generate_samples, validate_sample
+    from synthdeid.dplm.sampling import (
+        ACCEPTED,
+        REJECTED,
+        SamplingConfig,
+        generate_samples,
+        validate_sample,
+    )
+    from synthdeid.dplm.training import PRIVACY_FILE, read_lm_settings
     from synthdeid.identifiers import IdentifierScanner
-    from synthdeid.stages.fill_templates import (
+    from synthdeid.synthesis.placeholders import load_allowlist
+    from synthdeid.synthesis.pools import (
+        Template,
         check_pool_settings,
         pools_from_templates,
         write_pools,
     )
-    from synthdeid.stages.train_dp_lm import PRIVACY_FILE, read_lm_settings
-    from synthdeid.synthesis.placeholders import load_allowlist
-    from synthdeid.synthesis.pools import Template
     from synthdeid.synthesis.prompts import seed_variant
     from synthdeid.synthesis.templates import lowercase_vocabulary
     from synthdeid.synthesis.validator import TemplateValidator

@@ -28,6 +28,7 @@ from synthdeid.cli_types import input_file, named_input_file, output_dir
 from synthdeid.errors import InputError
 from synthdeid.evaluation.arms import ARM_METRICS
 from synthdeid.figures import PALETTE, mark_undefined, pyplot, save_figure
+from synthdeid.ner.mixtures import read_mixture_summary
 from synthdeid.reporting import (
     NOT_AVAILABLE,
     bounds_text,
@@ -38,7 +39,6 @@ from synthdeid.reporting import (
     write_csv,
     write_html,
 )
-from synthdeid.stages.build_mixture import read_mixture_summary
 from synthdeid.stats import is_undefined
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,6 @@ import json
 import logging
 import warnings
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import atomic_directory, make_provenance, write_json_atomic
@@ -31,8 +30,6 @@ from synthdeid.runtime import add_runtime_arguments, pick_device, set_threads
 
 log = logging.getLogger(__name__)
 
-LM_SETTINGS_FILE = "synthdeid_lm.json"
-PRIVACY_FILE = "privacy.json"
 HISTORY_FILE = "training_history.json"
 SETTING_KEYS = {"model", "scratch", "lora", "control_codes", "training", "privacy"}
 TOKENIZER_CAVEAT = (
@@ -72,6 +69,7 @@ def check_settings(settings: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> None:
 
     from synthdeid.dplm.adapters import LoraSettings
+    from synthdeid.dplm.canaries import read_canaries
     from synthdeid.dplm.corpus import (
         ControlCoder,
         control_token,
@@ -80,8 +78,12 @@ def run(args: argparse.Namespace) -> None:
     )
     from synthdeid.dplm.model import ScratchConfig, build_lm, save_lm
     from synthdeid.dplm.privacy import PrivacyConfig
-    from synthdeid.dplm.training import LmTrainingConfig, train_lm
-    from synthdeid.stages.plant_canaries import read_canaries
+    from synthdeid.dplm.training import (
+        LM_SETTINGS_FILE,
+        PRIVACY_FILE,
+        LmTrainingConfig,
+        train_lm,
+    )
     from synthdeid.synthesis.placeholders import load_allowlist
 
     settings = check_settings(args.settings)
@@ -167,14 +169,3 @@ def run(args: argparse.Namespace) -> None:
         result.timing["steps_per_second"],
         "n/a (no DP)" if record["epsilon"] is None else f"{record['epsilon']:.3f}",
     )
-
-
-def read_lm_settings(directory: Path) -> dict[str, Any]:
-    path = directory / LM_SETTINGS_FILE
-    try:
-        settings = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(path, None, f"not a train-dp-lm model directory: {exc}") from exc
-    if not isinstance(settings, dict):
-        raise InputError(path, None, "not a train-dp-lm model directory: not a JSON object")
-    return settings

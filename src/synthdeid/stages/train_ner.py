@@ -18,10 +18,9 @@ from dataclasses import replace
 
 from synthdeid.cli_types import input_file, output_dir
 from synthdeid.errors import ConfigError
-from synthdeid.ner.mixtures import read_mixture
+from synthdeid.ner.mixtures import read_mixture, read_mixture_summary
 from synthdeid.notes import read_notes
 from synthdeid.runtime import add_runtime_arguments
-from synthdeid.stages.build_mixture import read_mixture_summary
 
 log = logging.getLogger(__name__)
 

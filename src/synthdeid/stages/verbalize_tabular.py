@@ -34,10 +34,9 @@ from synthdeid.llm.factory import build_backend
 from synthdeid.mentions import SurfaceIndex
 from synthdeid.runtime import add_runtime_arguments
 from synthdeid.settings import settings_from_mapping
-from synthdeid.stages.fill_templates import write_pools
 from synthdeid.synthesis.fill import TemplateFiller
 from synthdeid.synthesis.placeholders import load_allowlist
-from synthdeid.synthesis.pools import DedupSettings, Template, build_pools
+from synthdeid.synthesis.pools import DedupSettings, Template, build_pools, write_pools
 from synthdeid.synthesis.templates import truncation
 from synthdeid.synthesis.validator import TemplateValidator, Verdict, parse_answer
 from synthdeid.tabular.expert_rules import RuledRow, apply_rules, parse_rules
