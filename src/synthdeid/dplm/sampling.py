@@ -38,10 +38,6 @@ from synthdeid.synthesis.validator import TemplateValidator, Verdict, reject
 
 log = logging.getLogger(__name__)
 
-# the status of a sample: it passed the template validator or not
-ACCEPTED = "accepted"
-REJECTED = "rejected"
-
 
 @dataclass(frozen=True)
 class SamplingConfig:

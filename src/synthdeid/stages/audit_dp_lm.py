@@ -92,7 +92,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 def read_samples(path: Path) -> tuple[list[str], dict[str, Any] | None]:
     """The samples' texts, and how many ended (EOS) and passed the template validator
     with Wilson intervals (None for a table without the ``finished``/``status`` columns)."""
-    from synthdeid.dplm.sampling import ACCEPTED
+    from synthdeid.synthesis.validator import ACCEPTED
 
     table, _ = read_parquet_with_provenance(path)
     require_columns(path, table.column_names, ["text"], "a samples table")

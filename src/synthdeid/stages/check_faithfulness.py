@@ -44,6 +44,7 @@ from synthdeid.llm.base import ChatFailure, ChatRequest
 from synthdeid.llm.factory import build_backend
 from synthdeid.reporting import NOT_AVAILABLE, markdown_table, number_or_na, percent, write_html
 from synthdeid.runtime import add_runtime_arguments
+from synthdeid.synthesis.validator import ACCEPTED
 from synthdeid.tabular.faithfulness import (
     NOT_JUDGED,
     Agreement,
@@ -99,7 +100,7 @@ def read_reports(path: Path) -> list[dict[str, Any]]:
     table, _ = read_parquet_with_provenance(path)
     needed = ["record_id", "note_id", "status", "template", "values_json"]
     require_columns(path, table.column_names, needed, "a reports table")
-    accepted = [r for r in table.to_pylist() if r["status"] == "accepted"]
+    accepted = [r for r in table.to_pylist() if r["status"] == ACCEPTED]
     for report in accepted:
         report["row"] = json.loads(report["values_json"])
     return accepted

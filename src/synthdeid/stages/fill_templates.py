@@ -31,7 +31,8 @@ from synthdeid.synthesis.pools import (
     pools_from_templates,
     write_pools,
 )
-from synthdeid.synthesis.templates import ACCEPTED, TEMPLATES_SCHEMA
+from synthdeid.synthesis.templates import TEMPLATES_SCHEMA
+from synthdeid.synthesis.validator import ACCEPTED
 
 log = logging.getLogger(__name__)
 

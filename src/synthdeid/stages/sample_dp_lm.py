@@ -68,16 +68,9 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-
     from synthdeid.dplm.corpus import ControlCoder
     from synthdeid.dplm.model import load_lm
-    from synthdeid.dplm.sampling import (
-        ACCEPTED,
-        REJECTED,
-        SamplingConfig,
-        generate_samples,
-        validate_sample,
-    )
+    from synthdeid.dplm.sampling import SamplingConfig, generate_samples, validate_sample
     from synthdeid.dplm.training import PRIVACY_FILE, read_lm_settings
     from synthdeid.identifiers import IdentifierScanner
     from synthdeid.synthesis.placeholders import load_allowlist
@@ -89,7 +82,7 @@ def run(args: argparse.Namespace) -> None:
     )
     from synthdeid.synthesis.prompts import seed_variant
     from synthdeid.synthesis.templates import lowercase_vocabulary
-    from synthdeid.synthesis.validator import TemplateValidator
+    from synthdeid.synthesis.validator import ACCEPTED, REJECTED, TemplateValidator
 
     config = SamplingConfig.from_mapping(args.settings)
     check_pool_settings(args.pool_settings)

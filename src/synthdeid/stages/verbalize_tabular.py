@@ -38,7 +38,13 @@ from synthdeid.synthesis.fill import TemplateFiller
 from synthdeid.synthesis.placeholders import load_allowlist
 from synthdeid.synthesis.pools import DedupSettings, Template, build_pools, write_pools
 from synthdeid.synthesis.templates import truncation
-from synthdeid.synthesis.validator import TemplateValidator, Verdict, parse_answer
+from synthdeid.synthesis.validator import (
+    ACCEPTED,
+    REJECTED,
+    TemplateValidator,
+    Verdict,
+    parse_answer,
+)
 from synthdeid.tabular.expert_rules import RuledRow, apply_rules, parse_rules
 from synthdeid.tabular.spec import TableSpec, load_spec
 from synthdeid.tabular.tables import read_table
@@ -56,8 +62,6 @@ log = logging.getLogger(__name__)
 
 REPORT_SEGMENT_CHARS = 300
 
-ACCEPTED = "accepted"
-REJECTED = "rejected"
 REPORTS_SCHEMA = pa.schema(
     [
         pa.field("record_id", pa.string(), nullable=False),

@@ -29,12 +29,10 @@ import pyarrow as pa
 from synthdeid.llm.base import ChatBackend, ChatFailure, ChatRequest, ChatResponse
 from synthdeid.notes import Note
 from synthdeid.synthesis.prompts import PromptSpec, Variant, placeholder_mix, seed_variant
-from synthdeid.synthesis.validator import TemplateValidator, Verdict, reject
+from synthdeid.synthesis.validator import ACCEPTED, REJECTED, TemplateValidator, Verdict, reject
 
 log = logging.getLogger(__name__)
 
-ACCEPTED = "accepted"
-REJECTED = "rejected"
 REFUSED_BY_GUARD = "refused_by_guard"
 BACKEND_FAILURE = "backend_failure"
 

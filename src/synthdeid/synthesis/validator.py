@@ -51,6 +51,11 @@ from synthdeid.synthesis.placeholders import (
 )
 from synthdeid.synthesis.prompts import Variant
 
+# the status of a generated candidate (template, DP-LM sample, verbalized report):
+# it passed the validator or not
+ACCEPTED = "accepted"
+REJECTED = "rejected"
+
 COPY_NGRAM = 8
 ECHO_NGRAM = 6
 _ECHO_WORD_RE = re.compile(r"\w+")
