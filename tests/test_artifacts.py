@@ -21,6 +21,7 @@ from synthdeid.artifacts import (
     TEMP_MARKER,
     atomic_directory,
     atomic_path,
+    reading_record,
     remove_stale_temporaries,
     require_columns,
     write_parquet_atomic,
@@ -269,3 +270,26 @@ def test_a_reader_refuses_a_table_without_its_columns(tmp_path: Path) -> None:
         InputError, match=r"notes.parquet: not a notes table: missing columns \['text'\]"
     ):
         read_notes(tmp_path / "notes.parquet")
+
+
+def test_reading_record_names_the_file_and_what_was_wrong(tmp_path: Path) -> None:
+    path = tmp_path / "record.json"
+    with (
+        pytest.raises(InputError, match=r"record\.json: unreadable thing file: .*No such file"),
+        reading_record(path, "thing file"),
+    ):
+        json.loads(path.read_text())
+    path.write_text("{not json")
+    with (
+        pytest.raises(InputError, match=r"record\.json: not a valid thing file: JSONDecodeError"),
+        reading_record(path, "thing file"),
+    ):
+        json.loads(path.read_text())
+    path.write_text('{"a": 1}')
+    with (
+        pytest.raises(InputError, match=r"not a valid thing file: KeyError\('b'\)"),
+        reading_record(path, "thing file"),
+    ):
+        json.loads(path.read_text())["b"]
+    with reading_record(path, "thing file"):
+        assert json.loads(path.read_text()) == {"a": 1}

@@ -202,6 +202,18 @@ def atomic_text(path: str | Path) -> Iterator[IO[str]]:
         yield handle
 
 
+@contextmanager
+def reading_record(path: Path, what: str) -> Iterator[None]:
+    """Read a JSON record inside this block: an unreadable file, bad JSON or a
+    missing or ill-typed field becomes an InputError naming ``path`` and ``what``."""
+    try:
+        yield
+    except OSError as exc:
+        raise InputError(path, None, f"unreadable {what}: {exc}") from exc
+    except (KeyError, TypeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise InputError(path, None, f"not a valid {what}: {exc!r}") from exc
+
+
 def write_json_atomic(obj: Any, path: str | Path) -> None:
     with atomic_text(path) as handle:
         json.dump(obj, handle, indent=2, sort_keys=True, ensure_ascii=False)

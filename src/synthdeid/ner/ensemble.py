@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from synthdeid.artifacts import reading_record
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.model import NER_CONFIG_FILE, DeidTagger, NerSettings, SpanTagger
 from synthdeid.ner.tagging import EncodedNote
@@ -113,14 +114,10 @@ class EnsembleTagger(SpanTagger):
         """An ensemble directory; every member on ``device`` in ``precision``."""
         directory = Path(directory)
         path = directory / ENSEMBLE_FILE
-        try:
+        with reading_record(path, "ensemble file"):
             data = json.loads(path.read_text())
             members = [(str(m["name"]), directory / m["path"]) for m in data["members"]]
             settings = NerSettings(**data["settings"])
-        except OSError as exc:
-            raise InputError(path, None, f"unreadable ensemble file: {exc}") from exc
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise InputError(path, None, f"not a valid ensemble file: {exc!r}") from exc
         for name, member_dir in members:
             if not (member_dir / NER_CONFIG_FILE).is_file():
                 raise InputError(

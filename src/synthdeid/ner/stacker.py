@@ -55,6 +55,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from synthdeid.artifacts import reading_record
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.casing import TITLE, UPPER, word_case
 from synthdeid.ner.lexicons import LEXICONS, check_names, text_words, token_words
@@ -367,7 +368,7 @@ class StackedTagger(SpanTagger):
 
         directory = Path(directory)
         path = directory / STACKER_FILE
-        try:
+        with reading_record(path, "stacker file"):
             data = json.loads(path.read_text())
             base_dir = directory / data["base"]["path"]
             lexicons = tuple(str(r["name"]) for r in data["lexicons"])
@@ -378,10 +379,6 @@ class StackedTagger(SpanTagger):
             )
             settings = NerSettings(**data["settings"])
             features = list(data["features"])
-        except OSError as exc:
-            raise InputError(path, None, f"unreadable stacker file: {exc}") from exc
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            raise InputError(path, None, f"not a valid stacker file: {exc!r}") from exc
         if features != stacker.feature_names:
             raise InputError(
                 path, None, f"features {features} are not this version's {stacker.feature_names}"
