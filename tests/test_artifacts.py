@@ -31,7 +31,7 @@ from synthdeid.errors import InputError
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.notes import Note, notes_to_table, read_notes, write_notes
 from synthdeid.surrogate.keying import SECRET_VARIABLE
-from synthdeid.termination import Terminated, signals_as_exceptions
+from synthdeid.termination import Terminated, raise_if_stopped, signals_as_exceptions
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "resources" / "demo" / "notes.jsonl"
@@ -84,6 +84,39 @@ def test_a_signal_inside_a_write_removes_the_temporary_file(tmp_path: Path) -> N
         time.sleep(5)  # the handler raises before this ends
     assert exc.value.exit_code == 128 + signal.SIGTERM
     assert not target.exists() and temporaries(tmp_path) == []
+
+
+class _StoppedInFinalizer:
+    """Sends SIGTERM from ``__del__``, where Python drops the handler's exception."""
+
+    def __del__(self) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # bytecode for the pending handler to run in, inside __del__
+            pass
+
+
+def test_a_stop_dropped_inside_a_finalizer_still_stops_the_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "removed.parquet"
+    with pytest.raises(Terminated) as exc, signals_as_exceptions(), atomic_path(target) as tmp:
+        tmp.write_text("removed values")
+        finalized = _StoppedInFinalizer()
+        del finalized  # the Terminated raised in __del__ goes nowhere
+        tmp.write_text("the step carried on")
+    assert exc.value.signal_name == "SIGTERM"
+    assert not target.exists() and temporaries(tmp_path) == []
+    assert "Terminated" not in capsys.readouterr().err
+
+
+def test_a_finished_context_forgets_an_earlier_stop(tmp_path: Path) -> None:
+    with pytest.raises(Terminated), signals_as_exceptions():
+        del_later = _StoppedInFinalizer()
+        del del_later
+        raise_if_stopped()
+    with signals_as_exceptions(), atomic_path(tmp_path / "kept.json") as tmp:
+        tmp.write_text("{}")
+    assert (tmp_path / "kept.json").is_file()
 
 
 def test_signal_handlers_are_restored_and_ignored_signals_stay_ignored() -> None:

@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 import synthdeid
 from synthdeid.errors import InputError
+from synthdeid.termination import raise_if_stopped
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         # mkstemp creates 0600; give the artifact the permissions of an ordinary file
         tmp.chmod(0o666 & ~_umask())
         yield tmp
+        raise_if_stopped()
         os.replace(tmp, target)
         done = True
     finally:
@@ -118,6 +120,7 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         # mkdtemp creates 0700; give the directory the permissions of an ordinary one
         staging.chmod(0o777 & ~_umask())
         yield staging
+        raise_if_stopped()
         if target.exists():
             shutil.rmtree(target)
         os.replace(staging, target)

@@ -33,7 +33,7 @@ from synthdeid.cli_types import (
 )
 from synthdeid.errors import ConfigError, InputError, StepError
 from synthdeid.logs import configure_logging
-from synthdeid.termination import Terminated, signals_as_exceptions
+from synthdeid.termination import Terminated, raise_if_stopped, signals_as_exceptions
 
 # the package holding one module per stage, named after it
 STAGES_PACKAGE = "synthdeid.stages"
@@ -293,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             remove_stale_temporaries(p.path for p in paths if p.role == "output")
             args._run(args)
+            raise_if_stopped()
         except (InputError, ConfigError, StepError) as exc:
             log.error("%s", exc)
             return 2

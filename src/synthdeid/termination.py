@@ -6,11 +6,18 @@ stay behind. Inside :func:`signals_as_exceptions` these signals (and SIGINT)
 raise :class:`Terminated` in the main thread instead; every ``finally`` and
 context manager on the way out runs, and the caller exits with 128 + the
 signal number, as a shell reports a process a signal ended.
+
+Python drops an exception raised where it cannot propagate (a weakref
+callback, ``__del__``, some import-machinery cleanup), and a signal can land
+there. So the handler also records the signal, and :func:`raise_if_stopped`
+raises it again at the points that matter: before an artifact is renamed into
+place, and when a step returns. A stop is never lost to such a spot.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,11 +43,28 @@ class Terminated(BaseException):
         return 128 + self.signum
 
 
+_received: list[int] = []  # the stopping signal received inside signals_as_exceptions, if any
+
+
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     # later signals while the first one unwinds must not interrupt the cleanup
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
+    _received.append(signum)
     raise Terminated(signum)
+
+
+def _quiet_dropped_stop(unraisable: sys.UnraisableHookArgs) -> None:
+    """Keep a dropped :class:`Terminated` out of stderr (it is raised again); report anything else."""
+    if isinstance(unraisable.exc_value, Terminated):
+        return
+    sys.__unraisablehook__(unraisable)
+
+
+def raise_if_stopped() -> None:
+    """Raise :class:`Terminated` if a stopping signal arrived, even one whose exception was dropped."""
+    if _received:
+        raise Terminated(_received[0])
 
 
 @contextmanager
@@ -54,6 +78,9 @@ def signals_as_exceptions() -> Iterator[None]:
         yield
         return
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    previous_hook = sys.unraisablehook
+    _received.clear()
+    sys.unraisablehook = _quiet_dropped_stop
     for sig, handler in previous.items():
         if handler is not signal.SIG_IGN:  # an ignored signal (nohup) stays ignored
             signal.signal(sig, _raise_terminated)
@@ -62,3 +89,5 @@ def signals_as_exceptions() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, signal.SIG_DFL if handler is None else handler)
+        sys.unraisablehook = previous_hook
+        _received.clear()
