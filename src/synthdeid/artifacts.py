@@ -226,12 +226,113 @@ def write_json_atomic(obj: Any, path: str | Path) -> None:
 def write_parquet_atomic(
     table: pa.Table, path: str | Path, provenance: Mapping[str, Any] | None = None
 ) -> None:
+    with parquet_writer(path, table.schema, provenance) as writer:
+        writer.write(table)
+
+
+ROW_GROUP_ROWS = 8192  # rows per Parquet row group: what a reader holds at once
+
+
+class RowGroupWriter:
+    """Appends tables to an open Parquet file in row groups of exactly ``row_group_rows`` rows.
+
+    The row groups depend only on the rows written, in order, not on how they
+    were cut into tables; so a table written whole and the same rows written
+    piece by piece (a streamed step, the gather of shards) give the same bytes.
+    """
+
+    def __init__(self, writer: pq.ParquetWriter, schema: pa.Schema, row_group_rows: int) -> None:
+        self._writer = writer
+        self._schema = schema
+        self._rows = row_group_rows
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self.rows_written = 0
+
+    def write(self, table: pa.Table) -> None:
+        self._pending.append(table.select(self._schema.names).cast(self._schema))
+        self._pending_rows += table.num_rows
+        while self._pending_rows >= self._rows:
+            self._flush(self._rows)
+
+    def _flush(self, rows: int) -> None:
+        buffered = pa.concat_tables(self._pending)
+        # one contiguous chunk per column: page boundaries then depend on the values only
+        self._writer.write_table(buffered.slice(0, rows).combine_chunks(), row_group_size=rows)
+        rest = buffered.slice(rows)
+        self._pending = [rest] if rest.num_rows else []
+        self._pending_rows = rest.num_rows
+        self.rows_written += rows
+
+    def close(self) -> None:
+        """Write the last, shorter row group (an empty table: one empty row group)."""
+        if self._pending_rows or not self.rows_written:
+            last = pa.concat_tables([self._schema.empty_table(), *self._pending]).combine_chunks()
+            self._writer.write_table(last, row_group_size=max(last.num_rows, 1))
+            self.rows_written += last.num_rows
+            self._pending, self._pending_rows = [], 0
+
+
+def _schema_with_provenance(
+    schema: pa.Schema, provenance: Mapping[str, Any] | None, extra: Mapping[bytes, bytes]
+) -> pa.Schema:
+    metadata = dict(schema.metadata or {})
     if provenance is not None:
-        metadata = dict(table.schema.metadata or {})
         metadata[PROVENANCE_KEY] = json.dumps(provenance, sort_keys=True).encode()
-        table = table.replace_schema_metadata(metadata)
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, compression="zstd")
+    metadata.update(extra)
+    return schema.with_metadata(metadata)
+
+
+@contextmanager
+def parquet_writer(
+    path: str | Path,
+    schema: pa.Schema,
+    provenance: Mapping[str, Any] | None = None,
+    *,
+    metadata: Mapping[bytes, bytes] | None = None,
+    row_group_rows: int = ROW_GROUP_ROWS,
+) -> Iterator[RowGroupWriter]:
+    """Write a Parquet artifact table by table, atomically, in fixed-size row groups.
+
+    ``provenance`` goes in the file's metadata as :func:`write_parquet_atomic`
+    puts it, ``metadata`` beside it. Memory holds at most one row group.
+    """
+    full_schema = _schema_with_provenance(schema, provenance, metadata or {})
+    with (
+        atomic_path(path) as tmp,
+        pq.ParquetWriter(tmp, full_schema, compression="zstd") as writer,
+    ):
+        rows = RowGroupWriter(writer, full_schema, row_group_rows)
+        yield rows
+        rows.close()
+
+
+def iter_row_range(
+    source: pq.ParquetFile,
+    rows: range | None = None,
+    *,
+    columns: list[str] | None = None,
+    batch_rows: int = ROW_GROUP_ROWS,
+) -> Iterator[tuple[int, pa.Table]]:
+    """``(first row number, table)`` pieces of ``rows`` (default: all), at most ``batch_rows`` each.
+
+    Only the row groups that overlap ``rows`` are read, one at a time, so a
+    shard of a large table costs its own rows, not the rows before it.
+    """
+    wanted = range(source.metadata.num_rows) if rows is None else rows
+    group_start = 0
+    for group in range(source.metadata.num_row_groups):
+        group_rows = source.metadata.row_group(group).num_rows
+        group_stop = group_start + group_rows
+        start, stop = max(wanted.start, group_start), min(wanted.stop, group_stop)
+        if start < stop:
+            table = source.read_row_group(group, columns=columns)
+            for first in range(start, stop, batch_rows):
+                last = min(first + batch_rows, stop)
+                yield first, table.slice(first - group_start, last - first)
+        group_start = group_stop
+        if group_start >= wanted.stop:
+            break
 
 
 def open_parquet(path: str | Path) -> pq.ParquetFile:

@@ -10,14 +10,21 @@ ends of every rule.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from synthdeid.artifacts import read_parquet_with_provenance, require_columns, write_parquet_atomic
+from synthdeid.artifacts import (
+    ROW_GROUP_ROWS,
+    iter_row_range,
+    open_parquet,
+    read_parquet_with_provenance,
+    require_columns,
+    write_parquet_atomic,
+)
 from synthdeid.errors import InputError
 
 UNSPLIT = "unsplit"
@@ -263,3 +270,24 @@ def read_notes(path: str | Path, *, nonempty: bool = False) -> list[Note]:
     if nonempty:
         require_notes(table.num_rows, path=path)
     return table_to_notes(table, path=path)
+
+
+def iter_notes(
+    path: str | Path,
+    *,
+    rows: range | None = None,
+    batch_rows: int = ROW_GROUP_ROWS,
+    ids: NoteIds | None = None,
+) -> Iterator[list[Note]]:
+    """Read and check a notes table batch by batch (``rows``: only those rows).
+
+    Memory holds one row group of the file plus the note ids seen (for their
+    uniqueness over the whole read); the notes of earlier batches are not kept.
+    """
+    source = open_parquet(path)
+    require_columns(path, source.schema_arrow.names, NOTES_SCHEMA.names, "a notes table")
+    ids = NoteIds() if ids is None else ids
+    for first, table in iter_row_range(
+        source, rows, columns=NOTES_SCHEMA.names, batch_rows=batch_rows
+    ):
+        yield table_to_notes(table, path=path, ids=ids, first_row=first)
