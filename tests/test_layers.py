@@ -23,7 +23,7 @@ Layers = Sequence[tuple[str, Sequence[str]]]
 LAYERS: Layers = (
     # the canonical notes table, reading and splitting corpora, and what every step
     # shares: artifacts, errors, settings, argument types, logging, the device, the
-    # identifier grammar, statistics and report formatting, runtime flags
+    # identifier grammar, statistics and report formatting, runtime flags, shards
     (
         "corpus",
         (
@@ -47,6 +47,7 @@ LAYERS: Layers = (
             "reporting",
             "figures",
             "runtime",
+            "shards",
         ),
     ),
     # placeholders for PHI, surrogate values, and the identifier scanner built on both

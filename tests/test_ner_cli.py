@@ -540,3 +540,36 @@ def test_report_errors_lists_development_errors_locally(work: dict[str, Path]) -
     outside = work["root"] / "errors" / "errors.parquet"
     assert main([*argv, "--out", str(outside), "--summary", str(summary_path)]) == 2
     assert not outside.exists()
+
+
+def test_predict_ner_shards_gather_to_the_unsharded_artifacts(work: dict[str, Path]) -> None:
+    """Three row-range shards, gathered, give the bytes of one job (redaction is deterministic)."""
+    common = ("--mode", "redact", "--o-threshold", "0.999", "--chunk-notes", "2")
+    whole_red = work["root"] / "whole" / "redacted.parquet"
+    code, whole = predict_ner(work, "whole", *common, "--out-deidentified", str(whole_red))
+    assert code == 0
+    shards = []
+    for k in (1, 2, 3):
+        red = work["root"] / f"shard{k}" / "redacted.parquet"
+        code, out = predict_ner(
+            work, f"shard{k}", *common, "--out-deidentified", str(red), "--shard", f"{k}/3"
+        )
+        assert code == 0
+        shards.append((out, red))
+    gathered = work["root"] / "gathered"
+    for index, name in enumerate(("predictions.parquet", "redacted.parquet")):
+        assert main(["gather-shards", str(gathered / name), *(str(s[index]) for s in shards)]) == 0
+    summaries = [str(s[0].with_suffix(".summary.json")) for s in shards]
+    assert main(["gather-shards", str(gathered / "predictions.summary.json"), *summaries]) == 0
+    assert (gathered / "predictions.parquet").read_bytes() == whole.read_bytes()
+    assert (gathered / "redacted.parquet").read_bytes() == whole_red.read_bytes()
+    merged, one = summary_of(gathered / "predictions.parquet"), summary_of(whole)
+    for key in ("notes", "predicted_spans", "predicted_by_label", "regex_spans_added"):
+        assert merged[key] == one[key]
+
+
+def test_predict_ner_will_not_shard_surrogates(work: dict[str, Path], tmp_path: Path) -> None:
+    out = str(tmp_path / "deid.parquet")
+    argv = ["--mode", "surrogate", "--out-deidentified", out, "--shard", "1/2"]
+    code, _ = predict_ner(work, "sharded-surrogates", *argv)
+    assert code == 2

@@ -273,9 +273,27 @@ class RowGroupWriter:
             self._pending, self._pending_rows = [], 0
 
 
+def _as_read_back(data_type: pa.DataType) -> pa.DataType:
+    """``data_type`` as Parquet gives it back: list items named ``element``, at every depth."""
+    if pa.types.is_list(data_type):
+        item = data_type.value_field
+        return pa.list_(item.with_name("element").with_type(_as_read_back(item.type)))
+    if pa.types.is_struct(data_type):
+        return pa.struct(
+            [
+                f.with_type(_as_read_back(f.type))
+                for f in (data_type.field(i) for i in range(data_type.num_fields))
+            ]
+        )
+    return data_type
+
+
 def _schema_with_provenance(
     schema: pa.Schema, provenance: Mapping[str, Any] | None, extra: Mapping[bytes, bytes]
 ) -> pa.Schema:
+    # the schema a reader gets back, so that rows read from one artifact and written
+    # to another give the same file as rows written first-hand
+    schema = pa.schema([f.with_type(_as_read_back(f.type)) for f in schema], schema.metadata)
     metadata = dict(schema.metadata or {})
     if provenance is not None:
         metadata[PROVENANCE_KEY] = json.dumps(provenance, sort_keys=True).encode()

@@ -86,6 +86,10 @@ STAGES: dict[str, Stage] = {
             "Replace the labelled PHI of a notes table by keyed, consistent surrogates.",
         ),
         Stage(
+            "gather-shards",
+            "Join the shards of a sharded step into the artifact one job would have written.",
+        ),
+        Stage(
             "generate-templates",
             "Generate templates from masked seeds with an LLM backend (or none), validated.",
         ),

@@ -291,3 +291,11 @@ def iter_notes(
         source, rows, columns=NOTES_SCHEMA.names, batch_rows=batch_rows
     ):
         yield table_to_notes(table, path=path, ids=ids, first_row=first)
+
+
+def note_sources(path: str | Path) -> set[str]:
+    """The distinct ``source`` values of a notes table (only that column is read)."""
+    source = open_parquet(path)
+    if "source" not in source.schema_arrow.names:
+        return set()  # not a notes table: the full read says so
+    return set(source.read(columns=["source"]).column("source").unique().to_pylist())

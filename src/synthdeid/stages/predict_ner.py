@@ -27,9 +27,10 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from synthdeid.artifacts import make_provenance, write_json_atomic
+from synthdeid.artifacts import make_provenance, open_parquet, parquet_writer, write_json_atomic
 from synthdeid.cli_types import (
     input_dir,
     input_file,
@@ -40,8 +41,9 @@ from synthdeid.cli_types import (
 from synthdeid.detectors import DETECTORS, add_regex_spans
 from synthdeid.errors import ConfigError
 from synthdeid.ner.ages import drop_young_age_spans
-from synthdeid.notes import Note, read_notes, splice, write_notes
+from synthdeid.notes import NOTES_SCHEMA, Note, iter_notes, note_sources, notes_to_table, splice
 from synthdeid.runtime import add_runtime_arguments, set_threads
+from synthdeid.shards import merge_summaries, shard_argument, shard_table_rows, with_shard
 from synthdeid.surrogate.keying import SurrogateKey, load_key, refuse_demo_key
 
 if TYPE_CHECKING:
@@ -151,6 +153,18 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="surrogate mode: the secret's file",
     )
     parser.add_argument("--consistency", default="patient", help="surrogate mode")
+    parser.add_argument(
+        "--chunk-notes",
+        type=positive_int,
+        default=2048,
+        help="notes read, predicted and written at a time (memory is flat in the table size)",
+    )
+    parser.add_argument(
+        "--shard",
+        type=shard_argument,
+        default=None,
+        help="K/N: de-identify only the K-th of N row ranges, for gather-shards to join",
+    )
 
 
 def regex_labels_from(argument: str | None, model_default: Sequence[str]) -> list[str]:
@@ -166,45 +180,26 @@ def regex_labels_from(argument: str | None, model_default: Sequence[str]) -> lis
     return labels
 
 
-def deidentify(
-    notes: Sequence[Note], mode: str, key: SurrogateKey | None, consistency: str
-) -> list[Note]:
-    """Redacted notes, or (mode ``surrogate``) notes with keyed surrogates."""
-    if mode == "redact":
-        return [redact(note) for note in notes]
-    if key is None:
-        raise ConfigError("surrogate mode needs a key")
-    from synthdeid.surrogate.replace import SurrogateReplacer
-
-    labels = sorted({span.label for note in notes for span in note.spans})
-    replacer = SurrogateReplacer(key, labels=labels, consistency=consistency)
-    replacer.collect(notes)  # no surrogate equals another predicted original of its patient
-    return [replacer.replace_note(note).note for note in notes]
-
-
 def run(args: argparse.Namespace) -> None:
     from synthdeid.ner.ensemble import load_tagger
 
     set_threads(args.threads)
     if args.out_deidentified is not None and args.mode == "none":
         raise ConfigError("--out-deidentified needs --mode redact or surrogate")
+    if args.shard is not None and args.out_deidentified is not None and args.mode == "surrogate":
+        raise ConfigError(
+            "--shard with --mode surrogate: a surrogate must differ from every predicted "
+            "original of its patient in the whole table, which one shard does not see; "
+            "shard with --mode redact, or de-identify in one job"
+        )
     # a missing key stops the step before any work
     key = load_key(args.key_file or None) if args.mode == "surrogate" else None
-    notes = read_notes(args.notes)
-    if args.parts:
-        notes = [note for note in notes if note.split in set(args.parts)]
     if key is not None:  # before the model loads: nothing is done with the demo key
-        refuse_demo_key(key, {note.source for note in notes}, f"deid --mode surrogate {args.notes}")
+        refuse_demo_key(key, note_sources(args.notes), f"deid --mode surrogate {args.notes}")
+    total = open_parquet(args.notes).metadata.num_rows
+    rows = shard_table_rows(args.shard, total)
     tagger = load_tagger(args.model, device=args.device, precision=args.precision)
     regex = regex_labels_from(args.regex, tagger.settings.regex_detectors)
-    predicted, stats = predict_notes(
-        tagger,
-        notes,
-        o_threshold=args.o_threshold,
-        regex_labels=regex,
-        safe_harbor_ages=args.safe_harbor_ages,
-        batch_size=args.batch_size,
-    )
     params = {
         "o_threshold": (
             tagger.settings.o_threshold if args.o_threshold is None else args.o_threshold
@@ -218,15 +213,32 @@ def run(args: argparse.Namespace) -> None:
         "key_fingerprint": None if key is None else key.fingerprint(),
     }
     provenance = make_provenance("deid", params, {"notes": args.notes})
-    write_notes(predicted, args.out, provenance)
+    metadata = {} if args.shard is None else args.shard.metadata(total)
+    chunk_stats = []
+    with parquet_writer(args.out, NOTES_SCHEMA, provenance, metadata=metadata) as writer:
+        for batch in iter_notes(args.notes, rows=rows, batch_rows=args.chunk_notes):
+            notes = [note for note in batch if not args.parts or note.split in set(args.parts)]
+            if not notes:
+                continue
+            predicted, stats = predict_notes(
+                tagger,
+                notes,
+                o_threshold=args.o_threshold,
+                regex_labels=regex,
+                safe_harbor_ages=args.safe_harbor_ages,
+                batch_size=args.batch_size,
+            )
+            writer.write(notes_to_table(predicted))
+            chunk_stats.append(stats)
+            log.info("predicted %d of %d notes", sum(s["notes"] for s in chunk_stats), len(rows))
+    stats = merge_summaries(chunk_stats) if chunk_stats else predict_notes(tagger, [])[1]
     if args.out_deidentified is not None:
-        write_notes(
-            deidentify(predicted, args.mode, key, args.consistency),
-            args.out_deidentified,
-            provenance,
+        write_deidentified(
+            args.out, args.out_deidentified, args.mode, key, args.consistency, provenance, metadata
         )
     summary_path = args.summary or args.out.with_suffix(".summary.json")
-    write_json_atomic({"summary": stats, "provenance": provenance}, summary_path)
+    body = {"summary": stats, "provenance": provenance}
+    write_json_atomic(with_shard(body, args.shard, total), summary_path)
     log.info(
         "de-identified %d notes: %d spans (%d from regex, %d young ages dropped)"
         " at %s notes/s -> %s",
@@ -237,3 +249,38 @@ def run(args: argparse.Namespace) -> None:
         stats["notes_per_second"],
         args.out,
     )
+
+
+def write_deidentified(
+    predictions: Path,
+    out: Path,
+    mode: str,
+    key: SurrogateKey | None,
+    consistency: str,
+    provenance: dict[str, Any],
+    metadata: dict[bytes, bytes],
+) -> None:
+    """Stream the written predictions into their redacted or surrogate text.
+
+    Surrogate mode reads the predictions three times: for the predicted
+    labels, for every predicted original (a surrogate never equals another
+    original of its patient), and to replace.
+    """
+    replacer = None
+    if mode == "surrogate":
+        if key is None:
+            raise ConfigError("surrogate mode needs a key")
+        from synthdeid.surrogate.replace import SurrogateReplacer
+
+        labels = {
+            span.label for batch in iter_notes(predictions) for n in batch for span in n.spans
+        }
+        replacer = SurrogateReplacer(key, labels=sorted(labels), consistency=consistency)
+        for batch in iter_notes(predictions):
+            replacer.collect(batch)
+    with parquet_writer(out, NOTES_SCHEMA, provenance, metadata=metadata) as writer:
+        for batch in iter_notes(predictions):
+            if replacer is None:
+                writer.write(notes_to_table(redact(note) for note in batch))
+            else:
+                writer.write(notes_to_table(replacer.replace_note(n).note for n in batch))

@@ -10,14 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from synthdeid.artifacts import (
-    PROVENANCE_KEY,
-    atomic_path,
     make_provenance,
     open_parquet,
+    parquet_writer,
     remove_stale_temporaries,
     require_columns,
     write_json_atomic,
@@ -25,7 +23,8 @@ from synthdeid.artifacts import (
 from synthdeid.cli_types import input_file, optional_input_file, output_file, positive_int
 from synthdeid.errors import ConfigError
 from synthdeid.local_only import LOCAL_ONLY_METADATA, local_path
-from synthdeid.notes import NOTES_SCHEMA, NoteIds, notes_to_table, require_notes, table_to_notes
+from synthdeid.notes import NOTES_SCHEMA, iter_notes, note_sources, notes_to_table, require_notes
+from synthdeid.shards import Shard, shard_argument, shard_table_rows, with_shard
 from synthdeid.surrogate.keying import load_key, refuse_demo_key
 from synthdeid.surrogate.operators.base import CONSISTENCY_SCOPES
 from synthdeid.surrogate.replace import ReplacedNote, SurrogateReplacer
@@ -114,6 +113,7 @@ def replace_file(
     replacer: SurrogateReplacer,
     provenance: dict[str, Any],
     batch_rows: int = 2048,
+    shard: Shard | None = None,
 ) -> RunStats:
     """Stream ``in_path`` row group by row group into ``out_path`` (atomic).
 
@@ -122,36 +122,30 @@ def replace_file(
     replacer the originals of every note (their normalised surfaces only), so
     no surrogate equals another original of its patient wherever in the file
     that original is. Memory stays bounded by one batch plus those surfaces
-    whatever the input size.
+    whatever the input size. With ``shard``, the first pass still reads every
+    note and the second only the shard's rows: a shard's rows are those the
+    whole run writes for them (:mod:`synthdeid.shards`).
     """
     source = open_parquet(in_path)
     require_columns(in_path, source.schema_arrow.names, NOTES_SCHEMA.names, "a notes table")
-    require_notes(source.metadata.num_rows, path=in_path)
+    total = source.metadata.num_rows
+    require_notes(total, path=in_path)
     # the first pass also checks that note ids are unique over the whole table, not
     # only within a batch, before any output is opened
-    ids = NoteIds()
-    for batch in source.iter_batches(batch_size=batch_rows, columns=NOTES_SCHEMA.names):
-        table = pa.Table.from_batches([batch])
-        replacer.collect(table_to_notes(table, path=in_path, ids=ids, first_row=len(ids)))
-    schema = SURROGATE_SCHEMA.with_metadata(
-        {PROVENANCE_KEY: json.dumps(provenance, sort_keys=True).encode()}
-    )
+    for notes in iter_notes(in_path, batch_rows=batch_rows):
+        replacer.collect(notes)
+    rows = shard_table_rows(shard, total)
+    metadata = {} if shard is None else shard.metadata(total)
     stats = RunStats()
-    progress = tqdm(total=source.metadata.num_rows, desc="surrogate", unit="note", mininterval=2)
-    offsets_schema = OFFSETS_SCHEMA.with_metadata(
-        {**LOCAL_ONLY_METADATA, PROVENANCE_KEY: schema.metadata[PROVENANCE_KEY]}
-    )
+    progress = tqdm(total=len(rows), desc="surrogate", unit="note", mininterval=2)
     with (
-        atomic_path(offsets_path) as offsets_tmp,
-        atomic_path(out_path) as tmp,
-        pq.ParquetWriter(tmp, schema, compression="zstd") as writer,
-        pq.ParquetWriter(offsets_tmp, offsets_schema, compression="zstd") as offsets_writer,
+        parquet_writer(offsets_path, OFFSETS_SCHEMA, provenance, metadata=metadata) as offsets,
+        parquet_writer(out_path, SURROGATE_SCHEMA, provenance, metadata=metadata) as writer,
     ):
-        for batch in source.iter_batches(batch_size=batch_rows, columns=NOTES_SCHEMA.names):
-            notes = table_to_notes(pa.Table.from_batches([batch]), path=in_path)
+        for notes in iter_notes(in_path, rows=rows, batch_rows=batch_rows):
             results = [replacer.replace_note(note) for note in notes]
-            writer.write_table(results_table(results).cast(SURROGATE_SCHEMA))
-            offsets_writer.write_table(offsets_table(results).cast(offsets_schema))
+            writer.write(results_table(results))
+            offsets.write(offsets_table(results))
             for result in results:
                 stats.notes += 1
                 stats.spans += len(result.note.spans)
@@ -166,14 +160,6 @@ def replace_file(
             progress.update(len(notes))
     progress.close()
     return stats
-
-
-def note_sources(path: Path) -> set[str]:
-    """The distinct ``source`` values of a notes table (only that column is read)."""
-    source = open_parquet(path)
-    if "source" not in source.schema_arrow.names:
-        return set()  # not a notes table: replace_file says so
-    return set(source.read(columns=["source"]).column("source").unique().to_pylist())
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
@@ -216,6 +202,13 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "(default: local/<OUT stem>.offsets.parquet beside OUT)",
     )
     parser.add_argument("--batch-rows", type=positive_int, default=2048, help="notes per batch")
+    parser.add_argument(
+        "--shard",
+        type=shard_argument,
+        default=None,
+        help="K/N: replace only the K-th of N row ranges, for gather-shards to join "
+        "(every note is still read for its originals)",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -240,8 +233,9 @@ def run(args: argparse.Namespace) -> None:
     }
     provenance = make_provenance("surrogate", params, {"notes": args.input})
     stats = replace_file(
-        args.input, args.output, offsets_path, replacer, provenance, args.batch_rows
+        args.input, args.output, offsets_path, replacer, provenance, args.batch_rows, args.shard
     )
+    total = open_parquet(args.input).metadata.num_rows
     summary = {
         "notes": stats.notes,
         "spans": stats.spans,
@@ -253,8 +247,10 @@ def run(args: argparse.Namespace) -> None:
         "notes_with_original_surfaces_left": stats.notes_with_surfaces_left,
         "original_surfaces_left": stats.surfaces_left,
     }
-    write_json_atomic({"local_only": True, "examples": stats.examples}, leftovers_path)
-    write_json_atomic({"summary": summary, "provenance": provenance}, summary_path)
+    leftovers = {"local_only": True, "examples": stats.examples, "max_examples": MAX_EXAMPLES}
+    write_json_atomic(with_shard(leftovers, args.shard, total), leftovers_path)
+    body = {"summary": summary, "provenance": provenance}
+    write_json_atomic(with_shard(body, args.shard, total), summary_path)
     if stats.surfaces_left:
         log.warning(
             "%d original surfaces still occur elsewhere in %d output notes (usually mentions the "

@@ -1,0 +1,192 @@
+"""Row-range shards and their gather: complete sets only, the unsharded bytes back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from synthdeid.artifacts import parquet_writer
+from synthdeid.cli import main
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.notes import NOTES_SCHEMA, Note, Span, notes_to_table, read_notes, write_notes
+from synthdeid.shards import Shard, gather_json, gather_parquet, merge_summaries, with_shard
+from synthdeid.surrogate.keying import SECRET_VARIABLE
+
+PROVENANCE = {"step": "test", "params": {"seed": 1}}
+STRONG_SECRET = "3e8b1f0c9d27a46e5b1c08f93d7a2e64c5b09a1f8e3d72c6b4a0f9e1d8c7b253"
+
+
+@pytest.mark.parametrize(("total", "count"), [(10, 3), (2, 3), (0, 2), (7, 1), (100, 7)])
+def test_shard_rows_tile_the_table_in_order(total: int, count: int) -> None:
+    rows = [r for k in range(1, count + 1) for r in Shard(k, count).rows(total)]
+    assert rows == list(range(total))
+    sizes = [len(Shard(k, count).rows(total)) for k in range(1, count + 1)]
+    assert max(sizes) - min(sizes) <= 1
+
+
+@pytest.mark.parametrize("text", ["2/3", "2-of-3", " 2/3 "])
+def test_shard_parses_both_spellings(text: str) -> None:
+    assert Shard.parse(text) == Shard(2, 3) and Shard(2, 3).label == "2-of-3"
+
+
+@pytest.mark.parametrize("text", ["0/3", "4/3", "3", "a/b", "1/0"])
+def test_shard_refuses_what_is_no_shard(text: str) -> None:
+    with pytest.raises(ConfigError, match="shard"):
+        Shard.parse(text)
+
+
+def notes(count: int) -> list[Note]:
+    return [Note(f"n{i}", f"p{i}", f"text {i}", (), "synthetic-test") for i in range(count)]
+
+
+def write_shards(folder: Path, count: int, total: int, provenance: dict = PROVENANCE) -> list[Path]:
+    paths = []
+    for k in range(1, count + 1):
+        shard = Shard(k, count)
+        rows = shard.rows(total)
+        path = folder / f"{shard.label}.parquet"
+        with parquet_writer(path, NOTES_SCHEMA, provenance, metadata=shard.metadata(total)) as w:
+            w.write(notes_to_table(notes(total)[rows.start : rows.stop]))
+        paths.append(path)
+    return paths
+
+
+def test_gather_gives_the_bytes_of_one_write_in_any_order(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.parquet"
+    with parquet_writer(whole, NOTES_SCHEMA, PROVENANCE) as writer:
+        writer.write(notes_to_table(notes(20)))
+    shards = write_shards(tmp_path, 3, 20)
+    out = tmp_path / "gathered.parquet"
+    assert gather_parquet(list(reversed(shards)), out) == 20
+    assert out.read_bytes() == whole.read_bytes()
+
+
+def test_gather_refuses_an_incomplete_set(tmp_path: Path) -> None:
+    shards = write_shards(tmp_path, 3, 20)
+    with pytest.raises(InputError, match="lacks 2-of-3"):
+        gather_parquet([shards[0], shards[2]], tmp_path / "out.parquet")
+    with pytest.raises(InputError, match="given twice"):
+        gather_parquet([shards[0], shards[1], shards[1]], tmp_path / "out.parquet")
+    assert not (tmp_path / "out.parquet").exists()
+
+
+def test_gather_refuses_shards_of_different_runs(tmp_path: Path) -> None:
+    ours = write_shards(tmp_path / "a", 2, 20)
+    theirs = write_shards(tmp_path / "b", 2, 20, {"step": "test", "params": {"seed": 2}})
+    with pytest.raises(InputError, match="provenance differs"):
+        gather_parquet([ours[0], theirs[1]], tmp_path / "out.parquet")
+    other_size = write_shards(tmp_path / "c", 2, 21)
+    with pytest.raises(InputError, match="does not belong"):
+        gather_parquet([ours[0], other_size[1]], tmp_path / "out.parquet")
+
+
+def test_gather_refuses_a_file_that_is_no_shard(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.parquet"
+    with parquet_writer(plain, NOTES_SCHEMA, PROVENANCE) as writer:
+        writer.write(notes_to_table(notes(3)))
+    with pytest.raises(InputError, match="not a shard artifact"):
+        gather_parquet([plain], tmp_path / "out.parquet")
+
+
+def test_merge_summaries_adds_counts_and_recomputes_the_rate() -> None:
+    shards = [
+        {
+            "notes": 10,
+            "seconds": 2.0,
+            "notes_per_second": 5.0,
+            "by_label": {"DATE": 3},
+            "mode": "x",
+        },
+        {
+            "notes": 30,
+            "seconds": 2.0,
+            "notes_per_second": 15.0,
+            "by_label": {"DATE": 1, "AGE": 2},
+            "mode": "x",
+        },
+        {"notes": 0, "seconds": 0.0, "notes_per_second": None, "by_label": {}, "mode": "x"},
+    ]
+    merged = merge_summaries(shards)
+    assert merged == {
+        "notes": 40,
+        "seconds": 4.0,
+        "notes_per_second": 10.0,  # 40 notes / 4 s, not the sum of the rates
+        "by_label": {"DATE": 4, "AGE": 2},
+        "mode": "x",
+    }
+    with pytest.raises(ConfigError, match="disagree at mode"):
+        merge_summaries([{"mode": "x"}, {"mode": "y"}])
+
+
+def test_merge_summaries_keeps_the_first_examples() -> None:
+    shards = [{"examples": [1, 2], "max_examples": 3}, {"examples": [3, 4], "max_examples": 3}]
+    assert merge_summaries(shards) == {"examples": [1, 2, 3], "max_examples": 3}
+
+
+def test_gather_json_keeps_the_provenance_once(tmp_path: Path) -> None:
+    paths = []
+    for k, count in ((1, 4), (2, 6)):
+        body = with_shard({"summary": {"notes": count}, "provenance": PROVENANCE}, Shard(k, 2), 10)
+        path = tmp_path / f"{k}.json"
+        path.write_text(json.dumps(body))
+        paths.append(path)
+    gather_json(paths, tmp_path / "summary.json")
+    merged = json.loads((tmp_path / "summary.json").read_text())
+    assert merged == {"summary": {"notes": 10}, "provenance": PROVENANCE}
+
+
+def test_the_cli_gathers_and_names_a_bad_shard(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shards = write_shards(tmp_path, 2, 5)
+    out = tmp_path / "out" / "notes.parquet"
+    assert main(["gather-shards", str(out), *map(str, shards)]) == 0
+    assert [n.note_id for n in read_notes(out)] == [f"n{i}" for i in range(5)]
+    assert main(["gather-shards", str(tmp_path / "x.parquet"), str(shards[0])]) == 2
+    assert f"{shards[0]}: the set of shards lacks 2-of-2" in capsys.readouterr().err
+
+
+def test_replace_surrogates_shards_gather_to_the_unsharded_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each shard still reads every note's originals, so its surrogates are the whole run's."""
+    monkeypatch.setenv(SECRET_VARIABLE, STRONG_SECRET)
+    source = tmp_path / "in.parquet"
+    made_up = []
+    for i in range(40):
+        doctor, day = f"Vale{i % 5}", f"2101-02-{i % 27 + 1:02d}"
+        text = f"Dr. {doctor} saw her on {day}."
+        spans = (
+            Span(text.index(doctor), text.index(doctor) + len(doctor), "DOCTOR"),
+            Span(text.index(day), text.index(day) + len(day), "DATE"),
+        )
+        made_up.append(Note(f"n{i:03d}", f"p{i % 7}", text, spans, "synthetic-test"))
+    write_notes(made_up, source)
+    outputs = (
+        "notes.parquet",
+        "local/notes.offsets.parquet",
+        "notes.summary.json",
+        "local/notes.leftovers.json",
+    )
+    assert (
+        main(
+            [
+                "replace-surrogates",
+                str(source),
+                str(tmp_path / "whole" / "notes.parquet"),
+                "--batch-rows",
+                "6",
+            ]
+        )
+        == 0
+    )
+    for k in (1, 2, 3):
+        argv = ["replace-surrogates", str(source), str(tmp_path / f"s{k}" / "notes.parquet")]
+        assert main([*argv, "--batch-rows", "6", "--shard", f"{k}/3"]) == 0
+    for name in outputs:
+        shards = [str(tmp_path / f"s{k}" / name) for k in (3, 1, 2)]
+        assert main(["gather-shards", str(tmp_path / "gathered" / name), *shards]) == 0
+        gathered = (tmp_path / "gathered" / name).read_bytes()
+        assert gathered == (tmp_path / "whole" / name).read_bytes(), name
