@@ -548,24 +548,22 @@ def test_predict_ner_shards_gather_to_the_unsharded_artifacts(work: dict[str, Pa
     whole_red = work["root"] / "whole" / "redacted.parquet"
     code, whole = predict_ner(work, "whole", *common, "--out-deidentified", str(whole_red))
     assert code == 0
-    shards = []
-    for k in (1, 2, 3):
-        red = work["root"] / f"shard{k}" / "redacted.parquet"
-        code, out = predict_ner(
-            work, f"shard{k}", *common, "--out-deidentified", str(red), "--shard", f"{k}/3"
-        )
-        assert code == 0
-        shards.append((out, red))
     gathered = work["root"] / "gathered"
-    for index, name in enumerate(("predictions.parquet", "redacted.parquet")):
-        assert main(["gather-shards", str(gathered / name), *(str(s[index]) for s in shards)]) == 0
-    summaries = [str(s[0].with_suffix(".summary.json")) for s in shards]
-    assert main(["gather-shards", str(gathered / "predictions.summary.json"), *summaries]) == 0
-    assert (gathered / "predictions.parquet").read_bytes() == whole.read_bytes()
-    assert (gathered / "redacted.parquet").read_bytes() == whole_red.read_bytes()
-    merged, one = summary_of(gathered / "predictions.parquet"), summary_of(whole)
+    for k in (1, 2, 3):
+        label = f"{k}-of-3"
+        argv = ["--out-deidentified", str(gathered / f"redacted.shard-{label}.parquet")]
+        argv += ["--summary", str(gathered / f"predictions.shard-{label}.json")]
+        code, out = predict_ner(work, "gathered", *common, *argv, "--shard", f"{k}/3")
+        out.replace(gathered / f"predictions.shard-{label}.parquet")
+        assert code == 0
+    outputs = [gathered / name for name in ("predictions.parquet", "redacted.parquet")]
+    summary = gathered / "predictions.json"
+    assert main(["gather-shards", "--count", "3", *map(str, [*outputs, summary])]) == 0
+    assert outputs[0].read_bytes() == whole.read_bytes()
+    assert outputs[1].read_bytes() == whole_red.read_bytes()
+    merged = json.loads(summary.read_text())["summary"]
     for key in ("notes", "predicted_spans", "predicted_by_label", "regex_spans_added"):
-        assert merged[key] == one[key]
+        assert merged[key] == summary_of(whole)[key]
 
 
 def test_predict_ner_will_not_shard_surrogates(work: dict[str, Path], tmp_path: Path) -> None:

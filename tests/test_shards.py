@@ -11,7 +11,14 @@ from synthdeid.artifacts import parquet_writer
 from synthdeid.cli import main
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import NOTES_SCHEMA, Note, Span, notes_to_table, read_notes, write_notes
-from synthdeid.shards import Shard, gather_json, gather_parquet, merge_summaries, with_shard
+from synthdeid.shards import (
+    Shard,
+    gather_json,
+    gather_parquet,
+    merge_summaries,
+    shard_path,
+    with_shard,
+)
 from synthdeid.surrogate.keying import SECRET_VARIABLE
 
 PROVENANCE = {"step": "test", "params": {"seed": 1}}
@@ -46,7 +53,7 @@ def write_shards(folder: Path, count: int, total: int, provenance: dict = PROVEN
     for k in range(1, count + 1):
         shard = Shard(k, count)
         rows = shard.rows(total)
-        path = folder / f"{shard.label}.parquet"
+        path = Path(shard_path(str(folder / "notes.parquet"), shard.label))
         with parquet_writer(path, NOTES_SCHEMA, provenance, metadata=shard.metadata(total)) as w:
             w.write(notes_to_table(notes(total)[rows.start : rows.stop]))
         paths.append(path)
@@ -140,12 +147,13 @@ def test_gather_json_keeps_the_provenance_once(tmp_path: Path) -> None:
 def test_the_cli_gathers_and_names_a_bad_shard(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    shards = write_shards(tmp_path, 2, 5)
-    out = tmp_path / "out" / "notes.parquet"
-    assert main(["gather-shards", str(out), *map(str, shards)]) == 0
+    write_shards(tmp_path, 2, 5)
+    out = tmp_path / "notes.parquet"
+    assert main(["gather-shards", "--count", "2", str(out)]) == 0
     assert [n.note_id for n in read_notes(out)] == [f"n{i}" for i in range(5)]
-    assert main(["gather-shards", str(tmp_path / "x.parquet"), str(shards[0])]) == 2
-    assert f"{shards[0]}: the set of shards lacks 2-of-2" in capsys.readouterr().err
+    assert main(["gather-shards", "--count", "3", str(out)]) == 2
+    missing = ", ".join(str(tmp_path / f"notes.shard-{k}-of-3.parquet") for k in (1, 2, 3))
+    assert f"{out}: its shards {missing} are missing" in capsys.readouterr().err
 
 
 def test_replace_surrogates_shards_gather_to_the_unsharded_bytes(
@@ -164,29 +172,36 @@ def test_replace_surrogates_shards_gather_to_the_unsharded_bytes(
         )
         made_up.append(Note(f"n{i:03d}", f"p{i % 7}", text, spans, "synthetic-test"))
     write_notes(made_up, source)
-    outputs = (
-        "notes.parquet",
-        "local/notes.offsets.parquet",
-        "notes.summary.json",
-        "local/notes.leftovers.json",
-    )
-    assert (
-        main(
-            [
-                "replace-surrogates",
-                str(source),
-                str(tmp_path / "whole" / "notes.parquet"),
-                "--batch-rows",
-                "6",
-            ]
-        )
-        == 0
-    )
-    for k in (1, 2, 3):
-        argv = ["replace-surrogates", str(source), str(tmp_path / f"s{k}" / "notes.parquet")]
-        assert main([*argv, "--batch-rows", "6", "--shard", f"{k}/3"]) == 0
+    outputs = ["notes.parquet", "offsets.parquet", "summary.json", "leftovers.json"]
+
+    def command(folder: Path, shard: Shard | None) -> list[str]:
+        def place(name: str) -> str:
+            path = str(folder / name)
+            return path if shard is None else shard_path(path, shard.label)
+
+        notes, offsets, summary, leftovers = map(place, outputs)
+        argv = ["replace-surrogates", str(source), notes, "--offsets", offsets]
+        argv += ["--summary", summary, "--leftovers", leftovers, "--batch-rows", "6"]
+        return argv if shard is None else [*argv, "--shard", shard.label]
+
+    assert main(command(tmp_path / "whole", None)) == 0
+    for k in (3, 1, 2):
+        assert main(command(tmp_path / "gathered", Shard(k, 3))) == 0
+    gathered = [str(tmp_path / "gathered" / name) for name in outputs]
+    assert main(["gather-shards", "--count", "3", *gathered]) == 0
     for name in outputs:
-        shards = [str(tmp_path / f"s{k}" / name) for k in (3, 1, 2)]
-        assert main(["gather-shards", str(tmp_path / "gathered" / name), *shards]) == 0
-        gathered = (tmp_path / "gathered" / name).read_bytes()
-        assert gathered == (tmp_path / "whole" / name).read_bytes(), name
+        one = (tmp_path / "whole" / name).read_bytes()
+        assert (tmp_path / "gathered" / name).read_bytes() == one, name
+
+
+@pytest.mark.parametrize(
+    ("path", "sharded"),
+    [
+        ("results/x/notes.parquet", "results/x/notes.shard-2-of-3.parquet"),
+        ("logs/x/demo.log", "logs/x/demo.shard-2-of-3.log"),
+        ("a/b.tar.gz", "a/b.tar.shard-2-of-3.gz"),
+        ("model", "model.shard-2-of-3"),
+    ],
+)
+def test_shard_path_puts_the_shard_before_the_suffix(path: str, sharded: str) -> None:
+    assert shard_path(path, "2-of-3") == sharded

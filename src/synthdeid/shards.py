@@ -15,6 +15,10 @@ written. Rows in the same order through the same fixed-size row groups
 deterministic step's gathered output is byte-equal to its unsharded output.
 :func:`gather_json` merges the shards' JSON summaries (:func:`merge_summaries`).
 
+Shard ``K`` of ``N`` of an artifact ``notes.parquet`` is ``notes.shard-K-of-N.parquet``
+beside it (:func:`shard_path`); the workflow's sharded rules write there and
+``synthdeid gather-shards --count N OUT`` finds them there.
+
 Memory: one row group at a time; the gather reads each shard once.
 """
 
@@ -85,6 +89,28 @@ class Shard:
     def metadata(self, total: int) -> dict[bytes, bytes]:
         """The Parquet metadata entry of a shard artifact."""
         return {SHARD_KEY: json.dumps(self.record(total), sort_keys=True).encode()}
+
+
+SHARD_INFIX = ".shard-"
+
+
+def shard_path(path: str, label: str) -> str:
+    """Where shard ``label`` of the artifact ``path`` lives: ``a/notes.shard-2-of-3.parquet``.
+
+    ``label`` may be the workflow's wildcard ``{shard}``. The infix goes before
+    the last suffix (after a file name without one).
+    """
+    folder, _, name = path.rpartition("/")
+    stem, dot, suffix = name.rpartition(".")
+    sharded = (
+        f"{stem}{SHARD_INFIX}{label}.{suffix}" if dot and stem else f"{name}{SHARD_INFIX}{label}"
+    )
+    return f"{folder}/{sharded}" if folder else sharded
+
+
+def shard_paths(path: Path, count: int) -> list[Path]:
+    """The paths of the ``count`` shards of the artifact ``path``, in order."""
+    return [Path(shard_path(str(path), Shard(k, count).label)) for k in range(1, count + 1)]
 
 
 def shard_argument(text: str) -> Shard:

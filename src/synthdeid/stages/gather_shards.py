@@ -1,9 +1,11 @@
 """Join the shards of a sharded step into the artifact one job would have written.
 
-``synthdeid gather-shards OUT SHARD...``: Parquet shards (``.parquet``) are
-concatenated in shard order, JSON summaries (``.json``) merged (counts add
-up); both only when the shards are one complete set from one run. What is
-checked and why the result equals the unsharded artifact: :mod:`synthdeid.shards`.
+``synthdeid gather-shards --count N OUT...``: for each artifact ``OUT``, its
+shards beside it (``notes.parquet`` <- ``notes.shard-K-of-N.parquet``) are
+joined: Parquet shards concatenated in shard order, JSON summaries merged
+(counts add up); both only when the shards are one complete set from one
+run. What is checked and why the result equals the unsharded artifact:
+:mod:`synthdeid.shards`.
 """
 
 from __future__ import annotations
@@ -11,31 +13,36 @@ from __future__ import annotations
 import argparse
 import logging
 
-from synthdeid.cli_types import input_file, output_file
-from synthdeid.errors import ConfigError
-from synthdeid.shards import gather_json, gather_parquet
+from synthdeid.cli_types import output_file, positive_int
+from synthdeid.errors import ConfigError, InputError
+from synthdeid.shards import gather_json, gather_parquet, shard_paths
 
 log = logging.getLogger(__name__)
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "output", type=output_file, help="the artifact to write (.parquet or .json)"
+        "outputs",
+        nargs="+",
+        type=output_file,
+        metavar="OUT",
+        help="artifacts to write (.parquet or .json), each from its shards beside it",
     )
-    parser.add_argument(
-        "shards", nargs="+", type=input_file, help="its shards, one per K of N, any order"
-    )
+    parser.add_argument("--count", required=True, type=positive_int, help="N, the shard count")
 
 
 def run(args: argparse.Namespace) -> None:
-    suffix = args.output.suffix
-    if any(shard.suffix != suffix for shard in args.shards):
-        raise ConfigError(f"gather-shards: every shard must be a {suffix} file like {args.output}")
-    if suffix == ".parquet":
-        rows = gather_parquet(args.shards, args.output)
-        log.info("gathered %d shards, %d rows -> %s", len(args.shards), rows, args.output)
-    elif suffix == ".json":
-        gather_json(args.shards, args.output)
-        log.info("merged %d shard summaries -> %s", len(args.shards), args.output)
-    else:
-        raise ConfigError(f"gather-shards: {args.output} is neither .parquet nor .json")
+    for output in args.outputs:
+        if output.suffix not in (".parquet", ".json"):
+            raise ConfigError(f"gather-shards: {output} is neither .parquet nor .json")
+    for output in args.outputs:
+        shards = shard_paths(output, args.count)
+        missing = [str(path) for path in shards if not path.is_file()]
+        if missing:
+            raise InputError(output, None, f"its shards {', '.join(missing)} are missing")
+        if output.suffix == ".parquet":
+            rows = gather_parquet(shards, output)
+            log.info("gathered %d shards, %d rows -> %s", args.count, rows, output)
+        else:
+            gather_json(shards, output)
+            log.info("merged %d shard summaries -> %s", args.count, output)
