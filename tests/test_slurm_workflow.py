@@ -30,6 +30,8 @@ from typing import Any
 import pytest
 import yaml
 
+from synthdeid.shards import shard_path
+
 REPO = Path(__file__).resolve().parents[1]
 SLURM_SCRIPTS = REPO / "tests" / "slurm"
 VENV_BIN = Path(sys.executable).parent
@@ -155,7 +157,7 @@ def ci_profile(workdir: Path) -> Path:
         **CI_PROFILE_VALUES["default-resources"],
     }
     folder = workdir / "ci-profile"
-    folder.mkdir()
+    folder.mkdir(exist_ok=True)
     (folder / "config.v8+.yaml").write_text(yaml.safe_dump(merged, sort_keys=False))
     return folder
 
@@ -177,6 +179,11 @@ def workflow_run(slurm_cluster, tmp_path_factory) -> WorkflowRun:
         else:
             pytest.fail(f"{source} is missing: the SLURM test runs the repository's workflow")
 
+    return run_snakemake(workdir, [*TARGETS], ci_profile(workdir))
+
+
+def run_snakemake(workdir: Path, arguments: list[str], profile: Path) -> WorkflowRun:
+    """``snakemake --profile <profile> <arguments>`` in ``workdir``, through SLURM."""
     # SLURM jobs inherit this environment (sbatch --export=ALL is SLURM's default), and
     # inside each job the plugin runs `snakemake` and the rules run `synthdeid`: both
     # must resolve to this virtual environment.
@@ -184,12 +191,12 @@ def workflow_run(slurm_cluster, tmp_path_factory) -> WorkflowRun:
     cmd = [
         "timeout", "-k", "10", str(SNAKEMAKE_TIMEOUT_S),
         str(SNAKEMAKE),
-        "--profile", str(ci_profile(workdir)),
+        "--profile", str(profile),
         "--directory", str(workdir),
         "--snakefile", str(workdir / "Snakefile"),
         # the plugin deletes the SLURM log of every successful job unless told otherwise
         "--slurm-keep-successful-logs",
-        *TARGETS,
+        *arguments,
     ]  # fmt: skip
     print("[slurm test] running:", " ".join(cmd))
     start = time.monotonic()
@@ -304,3 +311,60 @@ def test_gpu_rule_got_a_slurm_gpu(workflow_run: WorkflowRun) -> None:
     info = _job_info(str(job_id))
     print(f"[slurm test] {GPU_RULE} SLURM job {job_id}: TresPerJob={info.get('TresPerJob')}")
     assert info.get("TresPerJob") == "gres:gpu:1", f"job {job_id} has no GPU request: {info}"
+
+
+# ---------------------------------------------------------------- sharded steps
+
+SHARDS = 3
+# the artifacts of the sharded rules, from the run above (one job each)
+SHARDED_ARTIFACTS = (
+    "results/replace_surrogates/{corpus}/notes.parquet",
+    "results/replace_surrogates/{corpus}/summary.json",
+    "results/replace_surrogates/{corpus}/local/offsets.parquet",
+    "results/replace_surrogates/{corpus}/local/leftovers.json",
+    "results/predict_ner/{corpus}/{run}/predictions.parquet",
+    "results/predict_ner/{corpus}/{run}/deidentified.parquet",
+)
+
+
+@pytest.fixture(scope="module")
+def sharded_run(workflow_run: WorkflowRun) -> tuple[WorkflowRun, dict[str, bytes]]:
+    """replace_surrogates and one run's predict_ner again, as 3 SLURM shard jobs each + gather.
+
+    The one-job artifacts of the first run are read, then removed, so that the
+    sharded rules and their gathers must write them again.
+    """
+    assert workflow_run.returncode == 0, "the unsharded run failed: nothing to compare"
+    workdir = workflow_run.workdir
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    corpus, run = config["corpus"]["name"], config["ner"]["runs"][0]["name"]
+    paths = [p.format(corpus=corpus, run=run) for p in SHARDED_ARTIFACTS]
+    unsharded = {path: (workdir / path).read_bytes() for path in paths}
+    for path in paths:
+        (workdir / path).unlink()
+    shards = workdir / "shards.yaml"
+    shards.write_text(
+        yaml.safe_dump({"shards": {"replace_surrogates": SHARDS, "predict_ner": SHARDS}})
+    )
+    targets = [paths[0], paths[4]]
+    configfiles = ["--configfile", "config/config.yaml", str(shards)]
+    return run_snakemake(workdir, [*targets, *configfiles], ci_profile(workdir)), unsharded
+
+
+def test_sharded_steps_gather_the_bytes_of_one_job(
+    sharded_run: tuple[WorkflowRun, dict[str, bytes]],
+) -> None:
+    run, unsharded = sharded_run
+    assert run.returncode == 0, "the sharded run failed\n" + run.diagnostics()
+    jobs = RULE_JOB.findall(run.output)
+    assert sorted(jobs) == sorted(
+        ["replace_surrogates"] * SHARDS
+        + ["predict_ner"] * SHARDS
+        + ["gather_replace_surrogates", "gather_predict_ner"]
+    ), run.diagnostics()
+    assert len(SUBMITTED.findall(run.output)) == len(jobs), run.diagnostics()
+    for path, expected in unsharded.items():
+        for k in range(1, SHARDS + 1):  # each shard job wrote its own part
+            shard = shard_path(path, f"{k}-of-{SHARDS}")
+            assert (run.workdir / shard).is_file(), f"{shard} is missing"
+        assert (run.workdir / path).read_bytes() == expected, f"{path} differs from one job's"

@@ -28,7 +28,10 @@ from synthdeid.cli import STAGES
 from synthdeid.workflow.stage_names import (
     AGGREGATE_RULES,
     CLI_ONLY_STAGES,
+    GATHER_RULES,
+    GATHER_STAGE,
     RULE_VARIANTS,
+    output_folder,
     stage_command,
 )
 
@@ -68,8 +71,9 @@ def rule_problems(
             if directive != "benchmark" and not paths:
                 problems.append(f"rule {name}: no {directive} path")
             for path in paths:
-                if not path.startswith(f"{folder}/{name}/"):
-                    problems.append(f"rule {name}: {directive} {path} not under {folder}/{name}/")
+                own = output_folder(name)
+                if not path.startswith(f"{folder}/{own}/"):
+                    problems.append(f"rule {name}: {directive} {path} not under {folder}/{own}/")
     return problems
 
 
@@ -87,7 +91,13 @@ def test_every_rule_runs_the_stage_it_is_named_after_or_a_listed_one(
 
 def test_every_stage_but_the_cli_only_ones_has_its_rule(rules: dict[str, Rule]) -> None:
     unruled = {name for name in STAGES if name.replace("-", "_") not in rules}
-    assert unruled == set(CLI_ONLY_STAGES)
+    assert unruled == {*CLI_ONLY_STAGES, GATHER_STAGE}
+
+
+def test_every_sharded_rule_has_its_gather_rule(rules: dict[str, Rule]) -> None:
+    assert GATHER_RULES and set(GATHER_RULES) <= set(rules)
+    assert set(GATHER_RULES.values()) <= set(rules)
+    assert GATHER_STAGE in STAGES
 
 
 def test_the_tables_name_rules_and_stages_that_exist(rules: dict[str, Rule]) -> None:
@@ -107,13 +117,15 @@ def test_every_stage_is_a_module_of_synthdeid_stages_and_every_module_a_stage() 
 def test_the_stage_index_lists_every_stage_and_every_variant_rule() -> None:
     index = (REPO / "docs" / "stages" / "README.md").read_text(encoding="utf-8")
     first_cells = set(re.findall(r"^\| `([\w-]+)` \|", index, flags=re.MULTILINE))
-    assert first_cells == set(STAGES) | set(RULE_VARIANTS)
+    assert first_cells == set(STAGES) | set(RULE_VARIANTS) | set(GATHER_RULES)
 
 
 def test_stage_command_of_a_rule() -> None:
     assert stage_command("predict_ner") == "predict-ner"
     assert stage_command("predict_ner_cross") == "predict-ner"
     assert stage_command("measure_silver_noise") == "compare-teacher"
+    assert stage_command("gather_predict_ner") == "gather-shards"
+    assert output_folder("gather_predict_ner") == "predict_ner"
 
 
 # ---------------------------------------------------------------- the checker itself

@@ -24,6 +24,13 @@ from synthdeid.workflow import (
 )
 from synthdeid.workflow.arguments import as_json, folder_of, label_map_json
 from synthdeid.workflow.environment import ensure_cli_on_path
+from synthdeid.workflow.sharding import (
+    SHARD_PATTERN,
+    shard_counts,
+    shard_flag,
+    shard_inputs,
+    sharded,
+)
 from synthdeid.workflow.tables import Tables
 
 validate(config, schema="../schemas/config.schema.yaml")
@@ -85,6 +92,9 @@ ERROR_REPORT = NER["error_report"]
 # labelled pools a mixture can draw from, silver pools of the teachers included
 POOLS = TABLES.pools
 
+# jobs per sharded step (1: one job, no gather)
+SHARDS = refusing(shard_counts)(config)
+
 TEACHERS = TABLES.teachers
 # answers of an LLM teacher hold the notes' PHI: local disk, like the notes, never shared
 TEACHER_CACHE_DIR = "cache/teacher_responses"
@@ -99,6 +109,7 @@ wildcard_constraints:
     target="|".join(re.escape(name) for name in EVAL_CORPORA) or "(?!)",
     teacher="|".join(TEACHERS.entries) or "(?!)",
     subset="pool|holdout",
+    shard=SHARD_PATTERN,
 
 
 def all_targets():

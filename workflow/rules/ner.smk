@@ -194,18 +194,20 @@ rule predict_ner:
             deidentified.parquet (redacted or surrogate text), summary.json (notes/s)
     In surrogate mode the key's fingerprint is a parameter, as for
     replace_surrogates (a new key reruns this step).
+    With shards.predict_ner N > 1: one job per row range of the notes, joined
+    by gather_predict_ner.
     """
     input:
         model=run_model,
         notes=rules.split_notes.output.notes,
     output:
-        predictions="results/predict_ner/{corpus}/{run}/predictions.parquet",
-        deidentified="results/predict_ner/{corpus}/{run}/deidentified.parquet",
-        summary="results/predict_ner/{corpus}/{run}/summary.json",
+        predictions=sharded("results/predict_ner/{corpus}/{run}/predictions.parquet", SHARDS["predict_ner"]),
+        deidentified=sharded("results/predict_ner/{corpus}/{run}/deidentified.parquet", SHARDS["predict_ner"]),
+        summary=sharded("results/predict_ner/{corpus}/{run}/summary.json", SHARDS["predict_ner"]),
     log:
-        "logs/predict_ner/{corpus}/{run}.log",
+        sharded("logs/predict_ner/{corpus}/{run}.log", SHARDS["predict_ner"]),
     benchmark:
-        "benchmarks/predict_ner/{corpus}/{run}.tsv"
+        sharded("benchmarks/predict_ner/{corpus}/{run}.tsv", SHARDS["predict_ner"])
     conda:
         "../../envs/cpu.yaml"
     threads: 2
@@ -217,13 +219,44 @@ rule predict_ner:
         batch_size=config["ner"]["deid"]["batch_size"],
         key_file=config["surrogate"]["key_file"] or "",
         key_fingerprint=deid_key_fingerprint,
+        shard=shard_flag,
     shell:
         "synthdeid --log {log:q} predict-ner --model {input.model:q} --notes {input.notes:q}"
         " --parts {params.parts:q} --out {output.predictions:q}"
         " --out-deidentified {output.deidentified:q} --summary {output.summary:q}"
         " --mode {params.mode} {params.ages} --precision {params.precision}"
         " --batch-size {params.batch_size}"
-        " --key-file={params.key_file:q} --device cpu --threads {threads}"
+        " --key-file={params.key_file:q} --device cpu --threads {threads} {params.shard}"
+
+
+rule gather_predict_ner:
+    """Join the shards of predict_ner (shards.predict_ner > 1) into one run's predictions.
+
+    The same bytes as one predict_ner job; the summary's counts are added up and
+    its notes/s is one job's (synthdeid.shards).
+    """
+    input:
+        predictions=shard_inputs("results/predict_ner/{corpus}/{run}/predictions.parquet", SHARDS["predict_ner"]),
+        deidentified=shard_inputs("results/predict_ner/{corpus}/{run}/deidentified.parquet", SHARDS["predict_ner"]),
+        summary=shard_inputs("results/predict_ner/{corpus}/{run}/summary.json", SHARDS["predict_ner"]),
+    output:
+        predictions="results/predict_ner/{corpus}/{run}/predictions.parquet",
+        deidentified="results/predict_ner/{corpus}/{run}/deidentified.parquet",
+        summary="results/predict_ner/{corpus}/{run}/summary.json",
+    log:
+        "logs/predict_ner/{corpus}/{run}.gather.log",
+    benchmark:
+        "benchmarks/predict_ner/{corpus}/{run}.gather.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        shards=SHARDS["predict_ner"],
+    shell:
+        "synthdeid --log {log:q} gather-shards --count {params.shards} {output.predictions:q}"
+        " {output.deidentified:q} {output.summary:q}"
+
+
+ruleorder: predict_ner > gather_predict_ner
 
 
 rule evaluate_ner:
@@ -235,7 +268,7 @@ rule evaluate_ner:
     """
     input:
         gold=rules.split_notes.output.notes,
-        predictions=rules.predict_ner.output.predictions,
+        predictions="results/predict_ner/{corpus}/{run}/predictions.parquet",
     output:
         metrics="results/evaluate_ner/{corpus}/{run}/metrics.json",
         table="results/evaluate_ner/{corpus}/{run}/metrics.md",

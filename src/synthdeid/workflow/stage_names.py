@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from synthdeid.workflow.sharding import SHARDED_RULES
+
 # rule -> the rule named after the stage it runs, on other inputs or with other settings
 RULE_VARIANTS: dict[str, str] = {
     "ingest_eval_corpus": "ingest_corpus",
@@ -24,6 +26,10 @@ RULE_VARIANTS: dict[str, str] = {
     "evaluate_teacher": "evaluate_ner",
     "measure_silver_noise": "compare_teacher",
 }
+# rule -> the sharded rule whose shards it joins (synthdeid.workflow.sharding): it runs
+# GATHER_STAGE and writes the artifacts that rule writes unsharded, in its folders
+GATHER_RULES: dict[str, str] = {f"gather_{rule}": rule for rule in SHARDED_RULES}
+GATHER_STAGE = "gather-shards"
 # rules that run no command: they only ask for other rules' outputs
 AGGREGATE_RULES: tuple[str, ...] = ("study", "all")
 # stages run by hand, never by a rule
@@ -32,4 +38,12 @@ CLI_ONLY_STAGES: tuple[str, ...] = ("make-demo", "serve-llm")
 
 def stage_command(rule: str, variants: Mapping[str, str] = RULE_VARIANTS) -> str:
     """The subcommand a rule runs: ``predict_ner_cross`` -> ``predict-ner``."""
+    if rule in GATHER_RULES:
+        return GATHER_STAGE
     return variants.get(rule, rule).replace("_", "-")
+
+
+def output_folder(rule: str) -> str:
+    """The folder under results/, logs/ and benchmarks/ a rule writes into: its own name,
+    or for a gather rule the name of the rule it gathers."""
+    return GATHER_RULES.get(rule, rule)
