@@ -90,9 +90,7 @@ def write_in_groups(path: Path, notes: list[Note], group: int) -> None:
 @pytest.mark.parametrize(
     ("rows", "batch"), [(range(0, 100), 100), (range(15, 47), 8), (range(33, 34), 5)]
 )
-def test_a_row_range_reads_exactly_its_rows(
-    tmp_path: Path, rows: range, batch: int
-) -> None:
+def test_a_row_range_reads_exactly_its_rows(tmp_path: Path, rows: range, batch: int) -> None:
     notes = make_notes(100)
     path = tmp_path / "notes.parquet"
     write_in_groups(path, notes, group=16)
