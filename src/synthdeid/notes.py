@@ -294,6 +294,18 @@ def table_to_notes(
     return notes
 
 
+def note_batches(notes: Iterable[Note], size: int = ROW_GROUP_ROWS) -> Iterator[list[Note]]:
+    """``notes`` in lists of ``size`` (the last one shorter): what a streamed step writes at once."""
+    batch: list[Note] = []
+    for note in notes:
+        batch.append(note)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
 def write_notes(
     notes: Iterable[Note], path: str | Path, provenance: dict[str, Any] | None = None
 ) -> pa.Table:
@@ -309,6 +321,22 @@ def read_notes(path: str | Path, *, nonempty: bool = False) -> list[Note]:
     if nonempty:
         require_notes(table.num_rows, path=path)
     return table_to_notes(table, path=path)
+
+
+def read_patient_ids(path: str | Path, *, nonempty: bool = False) -> set[str]:
+    """The patient ids of a notes table, reading that column alone, a row group at a time.
+
+    The table's columns are checked as :func:`iter_notes` checks them;
+    ``nonempty``: refuse a table without notes.
+    """
+    source = open_parquet(path)
+    require_columns(path, source.schema_arrow.names, NOTES_SCHEMA.names, "a notes table")
+    if nonempty:
+        require_notes(source.metadata.num_rows, path=path)
+    patients: set[str] = set()
+    for _, table in iter_row_range(source, columns=["patient_id"]):
+        patients.update(table.column("patient_id").to_pylist())
+    return patients
 
 
 def iter_notes(
