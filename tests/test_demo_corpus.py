@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import random
 import string
 import tomllib
 import tracemalloc
@@ -14,12 +15,16 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from faker import Faker
 
 from synthdeid.demo.generator import (
     DEFAULT_N_NOTES,
     DEFAULT_SEED,
+    FAKER_LOCALE,
     SLOT_LABELS,
     STYLES,
+    _draw_plan,
+    _NoNames,
     generate_demo_notes,
     jsonl_line,
     summarize,
@@ -229,3 +234,16 @@ def test_streamed_counts_match_counts_over_the_records(records: list[dict]) -> N
     words = [len(r["text"].split()) for r in records]
     assert (stats["words_min"], stats["words_max"]) == (min(words), max(words))
     assert stats["words_mean"] == pytest.approx(sum(words) / len(words))
+
+
+@pytest.mark.parametrize("seed", [DEFAULT_SEED, 7, 20261123])
+def test_the_plan_draws_the_same_without_names(seed: int) -> None:
+    # the first pass draws the plan without Faker: no draw may depend on a name
+    phrases = load_phrases()
+    with_names, without = random.Random(seed), random.Random(seed)
+    fake = Faker(FAKER_LOCALE)
+    fake.seed_instance(seed)
+    named = [(p.kind, style, n) for p, style, n in _draw_plan(300, fake, with_names, phrases)]
+    plain = [(p.kind, style, n) for p, style, n in _draw_plan(300, _NoNames(), without, phrases)]
+    assert named == plain
+    assert with_names.getstate() == without.getstate()

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from faker import Faker
 from tqdm import tqdm
@@ -128,6 +128,27 @@ class _Patient:
     base_date: date
 
 
+class _Names(Protocol):
+    """What the generator asks Faker for."""
+
+    def first_name(self) -> str: ...
+    def last_name(self) -> str: ...
+    def city(self) -> str: ...
+    def street_address(self) -> str: ...
+    def company(self) -> str: ...
+
+
+class _NoNames:
+    """Stands in for Faker where only the draws from ``rng`` count (the first pass over the
+    plan): the same calls, a fixed name, none of Faker's cost. No draw from ``rng``
+    depends on a name (a test checks it)."""
+
+    def first_name(self) -> str:
+        return "Name"
+
+    last_name = city = street_address = company = first_name
+
+
 def _format_date(day: date, rng: random.Random) -> str:
     month = MONTHS[day.month - 1]
     forms = (
@@ -147,7 +168,7 @@ def _phone(rng: random.Random, area_codes: Sequence[str]) -> str:
     return f"({area}) {line}" if rng.random() < 0.6 else f"{area}-{line}"
 
 
-def _doctor_name(fake: Faker, rng: random.Random) -> str:
+def _doctor_name(fake: _Names, rng: random.Random) -> str:
     first, last = fake.first_name(), fake.last_name()
     form = rng.random()
     if form < 0.5:
@@ -157,7 +178,7 @@ def _doctor_name(fake: Faker, rng: random.Random) -> str:
     return f"{first[0]}. {last}"
 
 
-def _hospital_name(fake: Faker, rng: random.Random, *, animal: bool) -> str:
+def _hospital_name(fake: _Names, rng: random.Random, *, animal: bool) -> str:
     forms: tuple[str, ...]
     if animal:
         forms = (f"{fake.city()} Animal Hospital", f"{fake.last_name()} Veterinary Clinic")
@@ -170,7 +191,7 @@ def _hospital_name(fake: Faker, rng: random.Random, *, animal: bool) -> str:
     return rng.choice(forms)
 
 
-def _make_patient(index: int, fake: Faker, rng: random.Random, phrases: Phrases) -> _Patient:
+def _make_patient(index: int, fake: _Names, rng: random.Random, phrases: Phrases) -> _Patient:
     kind = "animal" if rng.random() < ANIMAL_SHARE else "human"
     first, last = fake.first_name(), fake.last_name()
     values = {
@@ -313,7 +334,7 @@ def _build_note(
 
 
 def _draw_plan(
-    n_notes: int, fake: Faker, rng: random.Random, phrases: Phrases
+    n_notes: int, fake: _Names, rng: random.Random, phrases: Phrases
 ) -> Iterator[tuple[_Patient, str, int]]:
     """The patients, each with several notes, and every note's style, in note order.
 
@@ -333,10 +354,10 @@ def _draw_plan(
         planned += count
 
 
-def _seeded(seed: int) -> tuple[Faker, random.Random]:
+def _seeded_faker(seed: int) -> Faker:
     fake = Faker(FAKER_LOCALE)
     fake.seed_instance(seed)
-    return fake, random.Random(seed)
+    return fake
 
 
 def generate_demo_notes(
@@ -351,10 +372,10 @@ def generate_demo_notes(
 
     The plan (patients and note styles) is drawn first, then which notes carry
     PHI, then the notes. Memory stays flat in ``n_notes`` but for the PHI draw:
-    the plan is drawn twice from the same seed (once to reach the PHI draw,
-    once in step with the notes), holding one patient at a time, and the PHI
-    notes are one byte per note, after a transient :meth:`random.Random.sample`
-    of about 40 bytes per note.
+    the plan is drawn twice from the same seed, holding one patient at a time
+    (once without names, only to reach the PHI draw; once in step with the
+    notes), and the PHI notes are one byte per note, after a transient
+    :meth:`random.Random.sample` of about 40 bytes per note.
     """
     if n_notes < 1:
         raise ConfigError(f"n_notes must be at least 1, got {n_notes}")
@@ -363,13 +384,13 @@ def generate_demo_notes(
 
 def _generate(n_notes: int, seed: int) -> Iterator[Record]:
     phrases = load_phrases()
-    fake, rng = _seeded(seed)
-    for _ in _draw_plan(n_notes, fake, rng, phrases):
+    rng = random.Random(seed)
+    for _ in _draw_plan(n_notes, _NoNames(), rng, phrases):
         pass
     phi = bytearray(n_notes)
     for index in rng.sample(range(n_notes), round(PHI_SHARE * n_notes)):
         phi[index] = 1
-    plan = _draw_plan(n_notes, *_seeded(seed), phrases)
+    plan = _draw_plan(n_notes, _seeded_faker(seed), random.Random(seed), phrases)
     for index, (patient, style, number) in enumerate(plan):
         note_day = patient.base_date + timedelta(days=2 * (number - 1) + rng.randint(0, 1))
         values = _note_values(style, patient, note_day, rng, phrases)
