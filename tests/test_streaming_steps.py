@@ -107,23 +107,9 @@ def test_note_batches_cut_any_iterable() -> None:
 
 def ingest(corpus: Path, out: Path) -> int:
     label_map = json.dumps({label: label for label in CANONICAL_LABELS})
-    return main(
-        [
-            "ingest-corpus",
-            "--corpus",
-            str(corpus),
-            "--format",
-            "jsonl",
-            "--label-map",
-            label_map,
-            "--source",
-            "unit",
-            "--out",
-            str(out / "notes.parquet"),
-            "--summary",
-            str(out / "summary.json"),
-        ]
-    )
+    reading = ["--corpus", str(corpus), "--format", "jsonl", "--label-map", label_map]
+    writing = ["--out", str(out / "notes.parquet"), "--summary", str(out / "summary.json")]
+    return main(["ingest-corpus", *reading, "--source", "unit", *writing])
 
 
 def test_streamed_ingest_writes_what_a_whole_read_writes(tmp_path: Path) -> None:
