@@ -5,21 +5,28 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import random
 import string
 import tomllib
+import tracemalloc
 from collections import Counter
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 
 import pytest
+from faker import Faker
 
 from synthdeid.demo.generator import (
     DEFAULT_N_NOTES,
     DEFAULT_SEED,
+    FAKER_LOCALE,
     SLOT_LABELS,
     STYLES,
+    _draw_plan,
+    _NoNames,
     generate_demo_notes,
-    render_jsonl,
+    jsonl_line,
     summarize,
     write_demo_corpus,
 )
@@ -38,18 +45,22 @@ from synthdeid.stages.make_demo import register_arguments, run
 DEMO_FILE = Path(__file__).resolve().parents[1] / "resources" / "demo" / "notes.jsonl"
 
 
+def render_jsonl(records: Iterable[dict]) -> str:
+    return "".join(jsonl_line(record) for record in records)
+
+
 @pytest.fixture(scope="module")
 def records() -> list[dict]:
-    return generate_demo_notes()
+    return list(generate_demo_notes())
 
 
 def test_same_seed_same_records(records: list[dict]) -> None:
-    assert generate_demo_notes() == records
+    assert list(generate_demo_notes()) == records
     assert render_jsonl(generate_demo_notes()) == render_jsonl(records)
 
 
 def test_different_seed_different_records(records: list[dict]) -> None:
-    other = generate_demo_notes(seed=DEFAULT_SEED + 1)
+    other = list(generate_demo_notes(seed=DEFAULT_SEED + 1))
     assert [r["text"] for r in other] != [r["text"] for r in records]
 
 
@@ -153,7 +164,7 @@ def test_write_and_cli_entry(tmp_path: Path) -> None:
 
     run(parser.parse_args(["--out-dir", str(tmp_path), "--n-notes", "40", "--seed", "7"]))
     lines = (tmp_path / "notes.jsonl").read_text(encoding="utf-8").splitlines()
-    assert [json.loads(line) for line in lines] == generate_demo_notes(40, 7)
+    assert [json.loads(line) for line in lines] == list(generate_demo_notes(40, 7))
     assert list(tmp_path.iterdir()) == [tmp_path / "notes.jsonl"]
 
     first = (tmp_path / "notes.jsonl").read_bytes()
@@ -193,3 +204,46 @@ def test_phrases_ship_in_the_wheel(repo: Path) -> None:
         "package-data"
     ]["synthdeid"]
     assert any(fnmatch.fnmatch(f"demo/{PHRASES_FILE}", pattern) for pattern in package_data)
+
+
+def peak_bytes_generating(n_notes: int) -> int:
+    tracemalloc.start()
+    try:
+        for _ in generate_demo_notes(n_notes, 3):
+            pass
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_generation_keeps_no_state_per_note() -> None:
+    # every note kept (a list of records or of patients) costs a kilobyte or more a
+    # note; the generator keeps one patient and a byte a note (after a transient draw
+    # of ~40). The first run pays for one-time loads (phrases, Faker's providers).
+    peak_bytes_generating(20)
+    small, large = peak_bytes_generating(200), peak_bytes_generating(1000)
+    assert (large - small) / 800 < 200
+
+
+def test_streamed_counts_match_counts_over_the_records(records: list[dict]) -> None:
+    stats = summarize(iter(records))
+    assert stats["notes"] == len(records)
+    assert stats["patients"] == len({r["patient_id"] for r in records})
+    assert stats["phi_bearing_notes"] == round(0.3 * len(records))
+    assert stats["spans"] == sum(len(r["spans"]) for r in records)
+    words = [len(r["text"].split()) for r in records]
+    assert (stats["words_min"], stats["words_max"]) == (min(words), max(words))
+    assert stats["words_mean"] == pytest.approx(sum(words) / len(words))
+
+
+@pytest.mark.parametrize("seed", [DEFAULT_SEED, 7, 20261123])
+def test_the_plan_draws_the_same_without_names(seed: int) -> None:
+    # the first pass draws the plan without Faker: no draw may depend on a name
+    phrases = load_phrases()
+    with_names, without = random.Random(seed), random.Random(seed)
+    fake = Faker(FAKER_LOCALE)
+    fake.seed_instance(seed)
+    named = [(p.kind, style, n) for p, style, n in _draw_plan(300, fake, with_names, phrases)]
+    plain = [(p.kind, style, n) for p, style, n in _draw_plan(300, _NoNames(), without, phrases)]
+    assert named == plain
+    assert with_names.getstate() == without.getstate()

@@ -6,7 +6,7 @@ import pytest
 
 from synthdeid.errors import ConfigError
 from synthdeid.notes import Note
-from synthdeid.split import assign_parts, part_sizes
+from synthdeid.split import part_sizes, patient_parts
 
 FRACTIONS = {"seed": 0.3, "train": 0.4, "holdout": 0.3}
 
@@ -37,6 +37,11 @@ def test_part_sizes_follow_fractions() -> None:
 def test_part_sizes_refuse_bad_fractions(n: int, fractions: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         part_sizes(n, fractions)
+
+
+def assign_parts(notes: list[Note], fractions: dict[str, float], seed: int) -> list[Note]:
+    part_of = patient_parts((note.patient_id for note in notes), fractions, seed)
+    return [note.with_split(part_of[note.patient_id]) for note in notes]
 
 
 def test_split_is_by_patient_deterministic_and_order_free() -> None:

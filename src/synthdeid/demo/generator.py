@@ -26,13 +26,14 @@ import logging
 import random
 import string
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from faker import Faker
+from tqdm import tqdm
 
 from synthdeid.artifacts import atomic_text
 from synthdeid.demo.phrases import Phrases, Style, load_phrases
@@ -46,6 +47,8 @@ DEFAULT_N_NOTES = 360
 DEFAULT_SEED = 20261122
 DEFAULT_OUT_DIR = Path("resources/demo")
 NOTES_FILE = "notes.jsonl"
+
+Record = dict[str, Any]
 
 #: share of notes that carry PHI (the rest carry none)
 PHI_SHARE = 0.30
@@ -123,7 +126,27 @@ class _Patient:
     values: dict[str, str]
     doctors: list[str]
     base_date: date
-    notes: list[str] = field(default_factory=list)
+
+
+class _Names(Protocol):
+    """What the generator asks Faker for."""
+
+    def first_name(self) -> str: ...
+    def last_name(self) -> str: ...
+    def city(self) -> str: ...
+    def street_address(self) -> str: ...
+    def company(self) -> str: ...
+
+
+class _NoNames:
+    """Stands in for Faker where only the draws from ``rng`` count (the first pass over the
+    plan): the same calls, a fixed name, none of Faker's cost. No draw from ``rng``
+    depends on a name (a test checks it)."""
+
+    def first_name(self) -> str:
+        return "Name"
+
+    last_name = city = street_address = company = first_name
 
 
 def _format_date(day: date, rng: random.Random) -> str:
@@ -145,7 +168,7 @@ def _phone(rng: random.Random, area_codes: Sequence[str]) -> str:
     return f"({area}) {line}" if rng.random() < 0.6 else f"{area}-{line}"
 
 
-def _doctor_name(fake: Faker, rng: random.Random) -> str:
+def _doctor_name(fake: _Names, rng: random.Random) -> str:
     first, last = fake.first_name(), fake.last_name()
     form = rng.random()
     if form < 0.5:
@@ -155,7 +178,7 @@ def _doctor_name(fake: Faker, rng: random.Random) -> str:
     return f"{first[0]}. {last}"
 
 
-def _hospital_name(fake: Faker, rng: random.Random, *, animal: bool) -> str:
+def _hospital_name(fake: _Names, rng: random.Random, *, animal: bool) -> str:
     forms: tuple[str, ...]
     if animal:
         forms = (f"{fake.city()} Animal Hospital", f"{fake.last_name()} Veterinary Clinic")
@@ -168,7 +191,7 @@ def _hospital_name(fake: Faker, rng: random.Random, *, animal: bool) -> str:
     return rng.choice(forms)
 
 
-def _make_patient(index: int, fake: Faker, rng: random.Random, phrases: Phrases) -> _Patient:
+def _make_patient(index: int, fake: _Names, rng: random.Random, phrases: Phrases) -> _Patient:
     kind = "animal" if rng.random() < ANIMAL_SHARE else "human"
     first, last = fake.first_name(), fake.last_name()
     values = {
@@ -310,95 +333,158 @@ def _build_note(
     return builder.text(), builder.spans
 
 
-def generate_demo_notes(
-    n_notes: int = DEFAULT_N_NOTES, seed: int = DEFAULT_SEED
-) -> list[dict[str, Any]]:
-    """Generate ``n_notes`` synthetic notes, deterministically for ``seed``.
+def _draw_plan(
+    n_notes: int, fake: _Names, rng: random.Random, phrases: Phrases
+) -> Iterator[tuple[_Patient, str, int]]:
+    """The patients, each with several notes, and every note's style, in note order.
 
-    Each record is ``{"note_id", "patient_id", "style", "synthetic": True,
-    "text", "spans"}`` with spans ``{"start", "end", "label", "text"}`` sorted,
-    non-overlapping and with ``text[start:end] == span["text"]``. Exactly
-    ``round(PHI_SHARE * n_notes)`` notes carry spans; the others carry no PHI.
+    Yields ``(patient, style, number)`` note by note; one patient is alive at a time.
     """
-    if n_notes < 1:
-        raise ConfigError(f"n_notes must be at least 1, got {n_notes}")
-    rng = random.Random(seed)
-    fake = Faker(FAKER_LOCALE)
-    fake.seed_instance(seed)
-    phrases = load_phrases()
-
-    # patients, each with several notes, and the style of every note
-    plan: list[tuple[_Patient, str, int]] = []
-    patients: list[_Patient] = []
-    while len(plan) < n_notes:
-        patient = _make_patient(len(patients) + 1, fake, rng, phrases)
-        patients.append(patient)
-        remaining = n_notes - len(plan)
+    planned = index = 0
+    while planned < n_notes:
+        index += 1
+        patient = _make_patient(index, fake, rng, phrases)
+        remaining = n_notes - planned
         count = rng.randint(2, 6)
         if count >= remaining - 1:  # take the rest rather than leave one note over
             count = remaining
         for number in range(1, count + 1):
             style = "veterinary" if patient.kind == "animal" else rng.choice(HUMAN_STYLES)
-            plan.append((patient, style, number))
+            yield patient, style, number
+        planned += count
 
-    phi_notes = set(rng.sample(range(n_notes), round(PHI_SHARE * n_notes)))
-    records: list[dict[str, Any]] = []
+
+def _seeded_faker(seed: int) -> Faker:
+    fake = Faker(FAKER_LOCALE)
+    fake.seed_instance(seed)
+    return fake
+
+
+def generate_demo_notes(
+    n_notes: int = DEFAULT_N_NOTES, seed: int = DEFAULT_SEED
+) -> Iterator[Record]:
+    """Yield ``n_notes`` synthetic notes one at a time, deterministically for ``seed``.
+
+    Each record is ``{"note_id", "patient_id", "style", "synthetic": True,
+    "text", "spans"}`` with spans ``{"start", "end", "label", "text"}`` sorted,
+    non-overlapping and with ``text[start:end] == span["text"]``. Exactly
+    ``round(PHI_SHARE * n_notes)`` notes carry spans; the others carry no PHI.
+
+    The plan (patients and note styles) is drawn first, then which notes carry
+    PHI, then the notes. Memory stays flat in ``n_notes`` but for the PHI draw:
+    the plan is drawn twice from the same seed, holding one patient at a time
+    (once without names, only to reach the PHI draw; once in step with the
+    notes), and the PHI notes are one byte per note, after a transient
+    :meth:`random.Random.sample` of about 40 bytes per note.
+    """
+    if n_notes < 1:
+        raise ConfigError(f"n_notes must be at least 1, got {n_notes}")
+    return _generate(n_notes, seed)
+
+
+def _generate(n_notes: int, seed: int) -> Iterator[Record]:
+    phrases = load_phrases()
+    rng = random.Random(seed)
+    for _ in _draw_plan(n_notes, _NoNames(), rng, phrases):
+        pass
+    phi = bytearray(n_notes)
+    for index in rng.sample(range(n_notes), round(PHI_SHARE * n_notes)):
+        phi[index] = 1
+    plan = _draw_plan(n_notes, _seeded_faker(seed), random.Random(seed), phrases)
     for index, (patient, style, number) in enumerate(plan):
         note_day = patient.base_date + timedelta(days=2 * (number - 1) + rng.randint(0, 1))
         values = _note_values(style, patient, note_day, rng, phrases)
-        text, spans = _build_note(phrases.templates[style], values, rng, phi=index in phi_notes)
-        records.append(
-            {
-                "note_id": f"{patient.patient_id}-n{number:02d}",
-                "patient_id": patient.patient_id,
-                "style": style,
-                "synthetic": True,
-                "text": text,
-                "spans": spans,
-            }
-        )
-    return records
+        text, spans = _build_note(phrases.templates[style], values, rng, phi=bool(phi[index]))
+        yield {
+            "note_id": f"{patient.patient_id}-n{number:02d}",
+            "patient_id": patient.patient_id,
+            "style": style,
+            "synthetic": True,
+            "text": text,
+            "spans": spans,
+        }
 
 
-def render_jsonl(records: Iterable[Mapping[str, Any]]) -> str:
-    """The exact bytes of ``notes.jsonl`` (as text): one sorted-key JSON object a line."""
-    return "".join(
-        json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n" for record in records
-    )
+def jsonl_line(record: Mapping[str, Any]) -> str:
+    """One line of ``notes.jsonl``: the record as sorted-key JSON, newline-terminated."""
+    return json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
 
 
-def summarize(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+class DemoStats:
+    """Counts for the README and the log, gathered record by record.
+
+    Holds the patient ids seen (O(patients)) and a few counters, not the records.
+    """
+
+    def __init__(self) -> None:
+        self.notes = 0
+        self.patients: set[str] = set()
+        self.styles: Counter[str] = Counter()
+        self.phi_bearing = 0
+        self.spans_per_label: Counter[str] = Counter()
+        self.words_min: int | None = None
+        self.words_max = 0
+        self.words_total = 0
+
+    def add(self, record: Mapping[str, Any]) -> None:
+        words = len(record["text"].split())
+        self.notes += 1
+        self.patients.add(record["patient_id"])
+        self.styles[record["style"]] += 1
+        self.phi_bearing += bool(record["spans"])
+        self.spans_per_label.update(span["label"] for span in record["spans"])
+        self.words_min = words if self.words_min is None else min(self.words_min, words)
+        self.words_max = max(self.words_max, words)
+        self.words_total += words
+
+    def summary(self) -> dict[str, Any]:
+        """Notes, patients, styles, PHI share, spans and words."""
+        return {
+            "notes": self.notes,
+            "patients": len(self.patients),
+            "notes_per_style": dict(sorted(self.styles.items())),
+            "phi_bearing_notes": self.phi_bearing,
+            "phi_bearing_share": self.phi_bearing / self.notes if self.notes else 0.0,
+            "spans": sum(self.spans_per_label.values()),
+            "spans_per_label": {
+                label: self.spans_per_label.get(label, 0) for label in CANONICAL_LABELS
+            },
+            "words_min": self.words_min or 0,
+            "words_max": self.words_max,
+            "words_mean": self.words_total / self.notes if self.notes else 0.0,
+        }
+
+
+def summarize(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Counts for the README and the log: notes, patients, styles, PHI share, spans."""
-    spans_per_label = Counter(span["label"] for r in records for span in r["spans"])
-    phi_bearing = sum(1 for r in records if r["spans"])
-    words = [len(r["text"].split()) for r in records]
-    return {
-        "notes": len(records),
-        "patients": len({r["patient_id"] for r in records}),
-        "notes_per_style": dict(sorted(Counter(r["style"] for r in records).items())),
-        "phi_bearing_notes": phi_bearing,
-        "phi_bearing_share": phi_bearing / len(records) if records else 0.0,
-        "spans": sum(spans_per_label.values()),
-        "spans_per_label": {label: spans_per_label.get(label, 0) for label in CANONICAL_LABELS},
-        "words_min": min(words, default=0),
-        "words_max": max(words, default=0),
-        "words_mean": sum(words) / len(words) if words else 0.0,
-    }
+    stats = DemoStats()
+    for record in records:
+        stats.add(record)
+    return stats.summary()
 
 
 def write_demo_corpus(out_dir: Path, n_notes: int, seed: int) -> None:
-    """Write ``out_dir/notes.jsonl`` atomically."""
-    records = generate_demo_notes(n_notes, seed)
+    """Write ``out_dir/notes.jsonl`` atomically, record by record."""
     path = Path(out_dir) / NOTES_FILE
+    stats = DemoStats()
+    records = tqdm(
+        generate_demo_notes(n_notes, seed),
+        total=n_notes,
+        desc="make-demo",
+        unit="note",
+        mininterval=2,
+    )
     with atomic_text(path) as handle:
-        handle.write(render_jsonl(records))
-    stats = summarize(records)
+        for record in records:
+            handle.write(jsonl_line(record))
+            stats.add(record)
+    summary = stats.summary()
     log.info(
         "wrote %s: %d notes, %d patients, %d PHI-bearing (%.1f%%), %d spans",
         path,
-        stats["notes"],
-        stats["patients"],
-        stats["phi_bearing_notes"],
-        100 * stats["phi_bearing_share"],
-        stats["spans"],
+        summary["notes"],
+        summary["patients"],
+        summary["phi_bearing_notes"],
+        100 * summary["phi_bearing_share"],
+        summary["spans"],
     )

@@ -10,11 +10,14 @@ under a class-level ``name``, which is the ``corpus.format`` value in the config
 
 from __future__ import annotations
 
+import codecs
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
-from typing import ClassVar
+from typing import BinaryIO, ClassVar
 
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.labels import LabelMap
@@ -91,18 +94,25 @@ class ReaderOptions:
         return match.group(1)
 
 
+def _undecodable(
+    exc: UnicodeDecodeError, raw: bytes, encoding: str, *, path: str | Path, line: int, offset: int
+) -> InputError:
+    """The error for bytes of ``raw`` (read from byte ``offset`` of the file) that do not decode."""
+    return InputError(
+        path,
+        f"line {line}, byte {offset + exc.start}",
+        f"undecodable bytes {raw[exc.start : exc.end]!r} for encoding {encoding!r}",
+        "set corpus.encoding to the file's real encoding",
+    )
+
+
 def decode_bytes(raw: bytes, encoding: str, *, path: str | Path) -> str:
     """Decode a whole file, naming the line and byte of the first bad byte."""
     try:
         return raw.decode(encoding)
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise InputError(
-            path,
-            f"line {line}, byte {exc.start}",
-            f"undecodable bytes {raw[exc.start : exc.end]!r} for encoding {encoding!r}",
-            "set corpus.encoding to the file's real encoding",
-        ) from None
+        raise _undecodable(exc, raw, encoding, path=path, line=line, offset=0) from None
 
 
 def surface_mismatch(stated: str, actual: str, where: str) -> str:
@@ -128,6 +138,52 @@ def read_text(path: Path, encoding: str) -> str:
     except FileNotFoundError:
         raise InputError(path, None, "file not found") from None
     return decode_bytes(raw, encoding, path=path)
+
+
+def read_lines(path: Path, encoding: str) -> Iterator[str]:
+    """The lines of a text file as ``read_text(path, encoding).split("\\n")`` gives them.
+
+    Split on newlines only (``str.splitlines()`` also splits on U+2028, U+0085,
+    ... which JSON allows unescaped inside strings). Read a line at a time
+    where ``encoding`` writes a newline as the byte 0x0A, which then ends a line
+    (UTF-8, Latin-1, ...); else (UTF-16, UTF-32) the whole file at once. The
+    file is opened by this call: a missing one is refused here, not at the
+    first line.
+    """
+    try:
+        # an unknown encoding is read whole, and refused by the decoding as before
+        one_byte_newline = "\n".encode(encoding) == b"\n"
+    except LookupError:
+        one_byte_newline = False
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 (closed by _decoded_lines or below)
+    except FileNotFoundError:
+        raise InputError(path, None, "file not found") from None
+    if not one_byte_newline:
+        with handle:
+            return iter(decode_bytes(handle.read(), encoding, path=path).split("\n"))
+    return _decoded_lines(handle, encoding, path)
+
+
+def _decoded_lines(handle: BinaryIO, encoding: str, path: Path) -> Iterator[str]:
+    # an incremental decoder keeps what spans two lines (a BOM, a stateful codec's shift)
+    decoder = codecs.getincrementaldecoder(encoding)()
+    line = offset = 0
+    ended = True  # the bytes so far end a line, so one more (maybe empty) line follows
+    with handle:
+        for raw in chain(handle, [b""]):
+            if not raw and not ended:
+                break
+            line += 1
+            ended = raw.endswith(b"\n")
+            try:
+                text = decoder.decode(raw, final=not ended)
+            except UnicodeDecodeError as exc:
+                raise _undecodable(
+                    exc, raw, encoding, path=path, line=line, offset=offset
+                ) from None
+            offset += len(raw)
+            yield text.removesuffix("\n")
 
 
 class CorpusReader(ABC):
@@ -160,3 +216,13 @@ class CorpusReader(ABC):
     @abstractmethod
     def read(self, path: Path) -> list[Note]:
         """Read the corpus at ``path``; raise :class:`InputError` on bad input."""
+
+    def notes(self, path: Path) -> Iterator[Note]:
+        """The notes of the corpus at ``path`` in order, checked as :meth:`read` checks them.
+
+        A format that allows it (JSONL) reads them as they are asked for, so
+        memory holds one note and what is counted over all (note ids, merges);
+        the others read the whole corpus in this call. Either way a missing
+        input is refused by this call, before the first note.
+        """
+        return iter(self.read(path))

@@ -1,7 +1,9 @@
 """Import a labelled corpus into the canonical notes table (notes.parquet).
 
-Reads the corpus with :func:`synthdeid.ingest.ingest_corpus` and writes the
-notes with a summary a person checks after an import.
+Reads the corpus with :func:`synthdeid.ingest.open_corpus` and writes the
+notes as they come, batch by batch, with a summary a person checks after an
+import. A JSONL corpus is read line by line: memory holds one batch of notes,
+the note ids and the patient ids, whatever the corpus size.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ import argparse
 import json
 import logging
 
-from synthdeid.artifacts import make_provenance, write_json_atomic
+from synthdeid.artifacts import make_provenance, parquet_writer, write_json_atomic
 from synthdeid.cli_types import input_path, output_file
 from synthdeid.errors import ConfigError
-from synthdeid.ingest import IngestSettings, ingest_corpus, summarize_notes
+from synthdeid.ingest import IngestSettings, NoteCounts, open_corpus
 from synthdeid.labels import LabelMap, coarse_view
-from synthdeid.notes import write_notes
+from synthdeid.notes import NOTES_SCHEMA, note_batches, notes_to_table
 
 log = logging.getLogger(__name__)
 
@@ -55,11 +57,7 @@ def run(args: argparse.Namespace) -> None:
         patient_id_regex=args.patient_id_regex,
         overlaps=args.overlaps,
     )
-    result = ingest_corpus(args.corpus, settings)
-    summary = summarize_notes(result.notes, view)
-    summary["gold_spans_read"] = summary["spans"] + len(result.merged_overlaps)
-    summary["surfaces_verified"] = result.surfaces_verified
-    summary["overlaps_merged"] = result.merged_overlaps
+    corpus = open_corpus(args.corpus, settings)
     params = {
         "format": settings.format,
         "label_map": dict(settings.label_map.mapping),
@@ -69,8 +67,18 @@ def run(args: argparse.Namespace) -> None:
         "overlaps": settings.overlaps,
     }
     provenance = make_provenance("ingest", params, {"corpus": args.corpus})
-    provenance["inputs"]["corpus"]["digest"] = result.corpus_digest
-    write_notes(result.notes, args.out, provenance)
+    provenance["inputs"]["corpus"]["digest"] = corpus.corpus_digest
+    counts = NoteCounts(view)
+    with parquet_writer(args.out, NOTES_SCHEMA, provenance) as writer:
+        for batch in note_batches(corpus.notes):
+            counts.add(batch)
+            writer.write(notes_to_table(batch))
+        corpus.finish(counts.notes)  # no notes: refused, and nothing is written
+    merged = corpus.reader.merged_overlaps
+    summary = counts.summary()
+    summary["gold_spans_read"] = summary["spans"] + len(merged)
+    summary["surfaces_verified"] = corpus.reader.surfaces_verified
+    summary["overlaps_merged"] = merged
     write_json_atomic({"summary": summary, "provenance": provenance}, args.summary)
     log.info(
         "ingested %d notes, %d patients, %d spans (%d gold spans read, %d overlaps merged) -> %s",
@@ -78,6 +86,6 @@ def run(args: argparse.Namespace) -> None:
         summary["patients"],
         summary["spans"],
         summary["gold_spans_read"],
-        len(result.merged_overlaps),
+        len(merged),
         args.out,
     )

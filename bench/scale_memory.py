@@ -1,0 +1,161 @@
+"""Benchmark the corpus-wide steps' peak memory and speed as the corpus grows.
+
+    python bench/scale_memory.py --sizes 10000 100000 1000000
+
+For every size N, in a fresh work folder, four ``synthdeid`` calls run one
+after another, each in its own process, as the workflow chains them:
+
+- ``make-demo --n-notes N``: the synthetic demo corpus (JSONL);
+- ``ingest-corpus --format jsonl``: the canonical notes table;
+- ``split-notes``: seed / train / holdout by patient;
+- ``replace-surrogates``: keyed surrogates (a random strong
+  ``SYNTHDEID_SECRET``, so the public demo key is never used).
+
+Each step's peak resident memory is the child's own ``ru_maxrss``, which
+:func:`os.wait4` returns with its exit status (``getrusage(RUSAGE_CHILDREN)``
+is a maximum over every child so far, so it hides a smaller later step).
+Wall seconds and notes per second are printed beside it, and every step's
+peak is also given as a ratio to the same step at the smallest N measured in
+the same run (the baseline): a step whose memory is flat in the number of
+notes stays near 1.00x. Every step runs with ``OMP_NUM_THREADS=1`` (Arrow's
+thread pool follows it), so the figures are one core's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+STEPS = ("make-demo", "ingest-corpus", "split-notes", "replace-surrogates")
+DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
+SOURCE = "demo-synthetic"
+FRACTIONS = {"seed": "0.3", "train": "0.4", "holdout": "0.3"}
+
+
+@dataclass(frozen=True)
+class Measure:
+    step: str
+    notes: int
+    seconds: float
+    peak_mb: float
+
+
+def identity_label_map() -> str:
+    from synthdeid.labels import CANONICAL_LABELS
+
+    return json.dumps({label: label for label in CANONICAL_LABELS})
+
+
+def commands(n_notes: int, folder: Path) -> dict[str, list[str]]:
+    """The four steps' arguments, as the workflow's rules pass them."""
+    corpus, notes, split = folder / "demo", folder / "ingest", folder / "split"
+    surrogate = folder / "surrogate"
+    split_args = ["--seed", "13"]
+    for part, fraction in FRACTIONS.items():
+        split_args += [f"--{part}-fraction", fraction]
+    return {
+        "make-demo": ["--n-notes", str(n_notes), "--out-dir", str(corpus)],
+        "ingest-corpus": [
+            *("--corpus", str(corpus / "notes.jsonl"), "--format", "jsonl"),
+            *("--source", SOURCE, "--label-map", identity_label_map()),
+            *("--out", str(notes / "notes.parquet"), "--summary", str(notes / "summary.json")),
+        ],
+        "split-notes": [
+            *("--notes", str(notes / "notes.parquet"), *split_args),
+            *("--out", str(split / "notes.parquet"), "--summary", str(split / "summary.json")),
+        ],
+        "replace-surrogates": [
+            *(str(split / "notes.parquet"), str(surrogate / "notes.parquet")),
+            *("--summary", str(surrogate / "summary.json")),
+            *("--leftovers", str(surrogate / "local" / "leftovers.json")),
+            *("--offsets", str(surrogate / "local" / "offsets.parquet")),
+        ],
+    }
+
+
+def run_measured(
+    step: str, arguments: list[str], env: dict[str, str], log: Path
+) -> tuple[float, float]:
+    """Run one step in a child process: its wall seconds and its own peak RSS in MB."""
+    command = [sys.executable, "-m", "synthdeid", step, *arguments]
+    with log.open("w") as output:
+        started = time.perf_counter()
+        process = subprocess.Popen(command, env=env, stdout=output, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        tail = log.read_text(errors="replace")[-3000:]
+        raise SystemExit(f"{step} exited {process.returncode}:\n{tail}")
+    return seconds, usage.ru_maxrss / 1024  # ru_maxrss: kilobytes on Linux
+
+
+def measure_size(n_notes: int, work: Path, env: dict[str, str]) -> list[Measure]:
+    folder = work / f"n{n_notes}"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    measures = []
+    for step, arguments in commands(n_notes, folder).items():
+        print(f"N={n_notes:,}: {step} ...", file=sys.stderr, flush=True)
+        seconds, peak_mb = run_measured(step, arguments, env, folder / f"{step}.log")
+        measures.append(Measure(step, n_notes, seconds, peak_mb))
+        print(f"N={n_notes:,}: {step} {seconds:.1f} s, peak {peak_mb:.0f} MB", file=sys.stderr)
+    return measures
+
+
+def table(measures: list[Measure]) -> str:
+    """Markdown: one row per size and step; peak ratio against the smallest size's step."""
+    baseline = {m.step: m for m in measures if m.notes == min(x.notes for x in measures)}
+    rows = [
+        "| notes | step | wall s | notes/s | peak RSS MB | peak vs smallest N |",
+        "|---|---|---|---|---|---|",
+    ]
+    for m in sorted(measures, key=lambda m: (m.notes, STEPS.index(m.step))):
+        ratio = m.peak_mb / baseline[m.step].peak_mb
+        rows.append(
+            f"| {m.notes:,} | {m.step} | {m.seconds:,.1f} | {m.notes / m.seconds:,.0f} "
+            f"| {m.peak_mb:,.0f} | {ratio:.2f}x |"
+        )
+    return "\n".join(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=list(DEFAULT_SIZES),
+        help="corpus sizes in notes (default: %(default)s); the smallest is the baseline",
+    )
+    parser.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="folder for the corpora and outputs (default: a temporary one, removed after)",
+    )
+    args = parser.parse_args()
+    if min(args.sizes) < 1:
+        parser.error("--sizes must be positive")
+    env = {**os.environ, "SYNTHDEID_SECRET": secrets.token_hex(32), "OMP_NUM_THREADS": "1"}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.work_dir or Path(tmp)
+        measures = []
+        for n_notes in sorted(set(args.sizes)):
+            measures += measure_size(n_notes, work, env)
+            if args.work_dir is None:
+                shutil.rmtree(work / f"n{n_notes}")  # a million notes is about 600 MB on disk
+    print(table(measures))
+
+
+if __name__ == "__main__":
+    main()
