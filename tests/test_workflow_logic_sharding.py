@@ -47,5 +47,7 @@ def test_counts_default_to_one_shard() -> None:
 
 def test_predict_ner_in_surrogate_mode_is_not_sharded() -> None:
     assert shard_counts(config({"replace_surrogates": 3}, mode="surrogate"))["predict_ner"] == 1
-    with pytest.raises(ConfigError, match=r"shards\.predict_ner is 2 with ner\.deid\.mode surrogate"):
+    with pytest.raises(
+        ConfigError, match=r"shards\.predict_ner is 2 with ner\.deid\.mode surrogate"
+    ):
         shard_counts(config({"predict_ner": 2}, mode="surrogate"))

@@ -201,9 +201,17 @@ rule predict_ner:
         model=run_model,
         notes=rules.split_notes.output.notes,
     output:
-        predictions=sharded("results/predict_ner/{corpus}/{run}/predictions.parquet", SHARDS["predict_ner"]),
-        deidentified=sharded("results/predict_ner/{corpus}/{run}/deidentified.parquet", SHARDS["predict_ner"]),
-        summary=sharded("results/predict_ner/{corpus}/{run}/summary.json", SHARDS["predict_ner"]),
+        predictions=sharded(
+            "results/predict_ner/{corpus}/{run}/predictions.parquet",
+            SHARDS["predict_ner"],
+        ),
+        deidentified=sharded(
+            "results/predict_ner/{corpus}/{run}/deidentified.parquet",
+            SHARDS["predict_ner"],
+        ),
+        summary=sharded(
+            "results/predict_ner/{corpus}/{run}/summary.json", SHARDS["predict_ner"]
+        ),
     log:
         sharded("logs/predict_ner/{corpus}/{run}.log", SHARDS["predict_ner"]),
     benchmark:
@@ -236,9 +244,17 @@ rule gather_predict_ner:
     its notes/s is one job's (synthdeid.shards).
     """
     input:
-        predictions=shard_inputs("results/predict_ner/{corpus}/{run}/predictions.parquet", SHARDS["predict_ner"]),
-        deidentified=shard_inputs("results/predict_ner/{corpus}/{run}/deidentified.parquet", SHARDS["predict_ner"]),
-        summary=shard_inputs("results/predict_ner/{corpus}/{run}/summary.json", SHARDS["predict_ner"]),
+        predictions=shard_inputs(
+            "results/predict_ner/{corpus}/{run}/predictions.parquet",
+            SHARDS["predict_ner"],
+        ),
+        deidentified=shard_inputs(
+            "results/predict_ner/{corpus}/{run}/deidentified.parquet",
+            SHARDS["predict_ner"],
+        ),
+        summary=shard_inputs(
+            "results/predict_ner/{corpus}/{run}/summary.json", SHARDS["predict_ner"]
+        ),
     output:
         predictions="results/predict_ner/{corpus}/{run}/predictions.parquet",
         deidentified="results/predict_ner/{corpus}/{run}/deidentified.parquet",

@@ -14,14 +14,28 @@ rule replace_surrogates:
     input:
         notes=rules.split_notes.output.notes,
     output:
-        notes=sharded("results/replace_surrogates/{corpus}/notes.parquet", SHARDS["replace_surrogates"]),
-        summary=sharded("results/replace_surrogates/{corpus}/summary.json", SHARDS["replace_surrogates"]),
-        offsets=sharded("results/replace_surrogates/{corpus}/local/offsets.parquet", SHARDS["replace_surrogates"]),
-        leftovers=sharded("results/replace_surrogates/{corpus}/local/leftovers.json", SHARDS["replace_surrogates"]),
+        notes=sharded(
+            "results/replace_surrogates/{corpus}/notes.parquet",
+            SHARDS["replace_surrogates"],
+        ),
+        summary=sharded(
+            "results/replace_surrogates/{corpus}/summary.json",
+            SHARDS["replace_surrogates"],
+        ),
+        offsets=sharded(
+            "results/replace_surrogates/{corpus}/local/offsets.parquet",
+            SHARDS["replace_surrogates"],
+        ),
+        leftovers=sharded(
+            "results/replace_surrogates/{corpus}/local/leftovers.json",
+            SHARDS["replace_surrogates"],
+        ),
     log:
         sharded("logs/replace_surrogates/{corpus}.log", SHARDS["replace_surrogates"]),
     benchmark:
-        sharded("benchmarks/replace_surrogates/{corpus}.tsv", SHARDS["replace_surrogates"])
+        sharded(
+            "benchmarks/replace_surrogates/{corpus}.tsv", SHARDS["replace_surrogates"]
+        )
     conda:
         "../../envs/cpu.yaml"
     params:
@@ -49,10 +63,22 @@ rule gather_replace_surrogates:
     counts added up (synthdeid.shards).
     """
     input:
-        notes=shard_inputs("results/replace_surrogates/{corpus}/notes.parquet", SHARDS["replace_surrogates"]),
-        summary=shard_inputs("results/replace_surrogates/{corpus}/summary.json", SHARDS["replace_surrogates"]),
-        offsets=shard_inputs("results/replace_surrogates/{corpus}/local/offsets.parquet", SHARDS["replace_surrogates"]),
-        leftovers=shard_inputs("results/replace_surrogates/{corpus}/local/leftovers.json", SHARDS["replace_surrogates"]),
+        notes=shard_inputs(
+            "results/replace_surrogates/{corpus}/notes.parquet",
+            SHARDS["replace_surrogates"],
+        ),
+        summary=shard_inputs(
+            "results/replace_surrogates/{corpus}/summary.json",
+            SHARDS["replace_surrogates"],
+        ),
+        offsets=shard_inputs(
+            "results/replace_surrogates/{corpus}/local/offsets.parquet",
+            SHARDS["replace_surrogates"],
+        ),
+        leftovers=shard_inputs(
+            "results/replace_surrogates/{corpus}/local/leftovers.json",
+            SHARDS["replace_surrogates"],
+        ),
     output:
         notes="results/replace_surrogates/{corpus}/notes.parquet",
         summary="results/replace_surrogates/{corpus}/summary.json",
