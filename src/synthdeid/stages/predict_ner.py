@@ -215,9 +215,10 @@ def run(args: argparse.Namespace) -> None:
     provenance = make_provenance("deid", params, {"notes": args.notes})
     metadata = {} if args.shard is None else args.shard.metadata(total)
     chunk_stats = []
+    parts = set(args.parts)
     with parquet_writer(args.out, NOTES_SCHEMA, provenance, metadata=metadata) as writer:
         for batch in iter_notes(args.notes, rows=rows, batch_rows=args.chunk_notes):
-            notes = [note for note in batch if not args.parts or note.split in set(args.parts)]
+            notes = [note for note in batch if not parts or note.split in parts]
             if not notes:
                 continue
             predicted, stats = predict_notes(
