@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from synthdeid.artifacts import (
     ROW_GROUP_ROWS,
@@ -333,10 +334,15 @@ def read_patient_ids(path: str | Path, *, nonempty: bool = False) -> set[str]:
     require_columns(path, source.schema_arrow.names, NOTES_SCHEMA.names, "a notes table")
     if nonempty:
         require_notes(source.metadata.num_rows, path=path)
-    patients: set[str] = set()
-    for _, table in iter_row_range(source, columns=["patient_id"]):
-        patients.update(table.column("patient_id").to_pylist())
-    return patients
+    return _distinct(source, "patient_id")
+
+
+def _distinct(source: pq.ParquetFile, column: str) -> set[str]:
+    """The distinct values of one string column, read alone, a row group at a time."""
+    values: set[str] = set()
+    for _, table in iter_row_range(source, columns=[column]):
+        values.update(table.column(column).unique().to_pylist())
+    return values
 
 
 def iter_notes(
@@ -365,4 +371,4 @@ def note_sources(path: str | Path) -> set[str]:
     source = open_parquet(path)
     if "source" not in source.schema_arrow.names:
         return set()  # not a notes table: the full read says so
-    return set(source.read(columns=["source"]).column("source").unique().to_pylist())
+    return _distinct(source, "source")

@@ -24,6 +24,7 @@ Memory: one row group at a time; the gather reads each shard once.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 from collections.abc import Sequence
@@ -115,8 +116,6 @@ def shard_paths(path: Path, count: int) -> list[Path]:
 
 def shard_argument(text: str) -> Shard:
     """argparse type of ``--shard``."""
-    import argparse
-
     try:
         return Shard.parse(text)
     except ConfigError as exc:

@@ -67,6 +67,7 @@ MAX_EXAMPLES = 50
 
 @dataclass
 class RunStats:
+    input_rows: int = 0  # rows of the input table (a shard replaces some of them)
     notes: int = 0
     spans: int = 0
     notes_with_surfaces_left: int = 0
@@ -136,7 +137,7 @@ def replace_file(
         replacer.collect(notes)
     rows = shard_table_rows(shard, total)
     metadata = {} if shard is None else shard.metadata(total)
-    stats = RunStats()
+    stats = RunStats(input_rows=total)
     progress = tqdm(total=len(rows), desc="surrogate", unit="note", mininterval=2)
     with (
         parquet_writer(offsets_path, OFFSETS_SCHEMA, provenance, metadata=metadata) as offsets,
@@ -235,7 +236,7 @@ def run(args: argparse.Namespace) -> None:
     stats = replace_file(
         args.input, args.output, offsets_path, replacer, provenance, args.batch_rows, args.shard
     )
-    total = open_parquet(args.input).metadata.num_rows
+    total = stats.input_rows
     summary = {
         "notes": stats.notes,
         "spans": stats.spans,
