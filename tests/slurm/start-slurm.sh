@@ -12,7 +12,8 @@
 # and srun bind to that address only (CommunicationParameters=NoCtldInAddrAny,NoInAddrAny);
 # munge uses a unix socket.
 # No accounting daemon: job status comes from squeue (see profiles/slurm/config.v8+.yaml).
-# Idempotent: re-running leaves running daemons alone (restarts them if slurm.conf changed).
+# Idempotent: re-running leaves running daemons alone (restarts them if slurm.conf changed);
+# a controller it starts begins with no jobs, whatever an earlier cluster left in $SLURM_CI_DIR.
 #
 # Env knobs:
 #   SLURM_CI_DIR        state/log/pid dir   (default /tmp/synthdeid-slurm)
@@ -176,7 +177,9 @@ restart_if_changed slurmd "$DIR/slurmd.pid"
 restart_if_changed slurmctld "$DIR/slurmctld.pid"
 
 if alive "$DIR/slurmctld.pid"; then log "slurmctld already running"; else
-  slurmctld || die "slurmctld failed: $(tail -5 "$DIR/log/slurmctld.log")"
+  # -c: start clean. Without it slurmctld recovers the jobs saved in $DIR/ctld by an earlier
+  # cluster that was killed before its jobs ended; they hold the node and every new job pends
+  slurmctld -c || die "slurmctld failed: $(tail -5 "$DIR/log/slurmctld.log")"
   for _ in $(seq 100); do scontrol ping 2>/dev/null | grep -q UP && break; sleep 0.2; done
   scontrol ping | grep -q UP || die "slurmctld not answering: $(tail -5 "$DIR/log/slurmctld.log")"
   log "slurmctld started (pid $(cat "$DIR/slurmctld.pid"))"
