@@ -6,6 +6,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from synthdeid import notes
 from synthdeid.artifacts import read_parquet_with_provenance, write_json_atomic
 from synthdeid.errors import InputError
 from synthdeid.notes import (
@@ -143,21 +144,52 @@ def test_splice_records_insert_offsets() -> None:
     assert [s.label for s in spans] == ["DOCTOR", "DATE"]
 
 
-def test_numbered_records_cost_their_ids_not_their_names() -> None:
-    # a (path, record) pair per id cost about 245 bytes a note for 16-character ids
+def test_note_ids_cost_sixteen_bytes_an_id_whatever_its_length() -> None:
+    # a dict of the ids cost about 135 bytes a note for 16-character ids
     count = 50_000
-    keys = [f"n{number:015d}" for number in range(count)]
     path = Path("corpus") / "notes.parquet"
     tracemalloc.start()
     try:
         ids = NoteIds()
-        for number, note_id in enumerate(keys):
-            ids.add_numbered(note_id, number + 1000, path=path, form=ROW_RECORD)
+        for number in range(count):  # each id made as a read makes it, so only NoteIds keeps it
+            ids.add_numbered(f"n{number:063d}", number + 1000, path=path, form=ROW_RECORD)
+        assert len(ids) == count  # merges the ids that wait in the buffer
         used = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
-    assert len(ids) == count
-    assert used / count < 120  # the id strings were made before: a slot and an int (~90)
+    assert used / count < 16.5
+    with pytest.raises(InputError, match=r"first used at row 1007 \(note 'n0+7'\)"):
+        ids.add_numbered(f"n{7:063d}", 5, path=path, form=ROW_RECORD)
+
+
+def test_ids_that_share_a_hash_are_told_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(notes, "hash64", lambda *parts, domain: 42)  # every id collides
+    ids = NoteIds()
+    ids.add_numbered("a", 1, path="big.parquet", form=ROW_RECORD)
+    ids.add("b\nwith a newline", path="doc/b.txt", record=None)
+    ids.add_numbered("c", 3, path="other.parquet", form=ROW_RECORD)
+    assert len(ids) == 3
+    for note_id, where in [
+        ("a", "row 1 (note 'a')"),
+        ("b\nwith a newline", "doc/b.txt"),
+        ("c", "other.parquet: row 3 (note 'c')"),
+    ]:
+        with pytest.raises(InputError) as err:
+            ids.add_numbered(note_id, 9, path="big.parquet", form=ROW_RECORD)
+        assert err.value.problem == f"duplicate note_id {note_id!r}, first used at {where}"
+    assert len(ids) == 3
+
+
+@pytest.mark.parametrize("note_id", ["é-1", "\ud800", "x" * 5000, "line\nbreak", "[1, 2]"])
+def test_any_id_is_kept_and_found_again(note_id: str) -> None:
+    ids = NoteIds()
+    ids.add_numbered("first", 0, path="t.parquet", form=ROW_RECORD)
+    ids.add_numbered(note_id, 1, path="t.parquet", form=ROW_RECORD)
+    ids.add(note_id + "!", path="t.parquet", record="free")
+    with pytest.raises(InputError, match="first used at row 1"):
+        ids.add_numbered(note_id, 2, path="t.parquet", form=ROW_RECORD)
+    with pytest.raises(InputError, match="first used at free"):
+        ids.add(note_id + "!", path="t.parquet", record="again")
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 
 from synthdeid.detectors import MONTHS, WEEKDAYS
 from synthdeid.errors import ConfigError
+from synthdeid.notes import Note, Span
 from synthdeid.surrogate.keying import SurrogateKey
-from synthdeid.surrogate.operators.base import OPERATORS, Mention, Originals, build_operator
+from synthdeid.surrogate.operators.base import OPERATORS, Mention, build_operator
 from synthdeid.surrogate.operators.dates import DateShiftOperator
+from synthdeid.surrogate.replace import SurrogateReplacer
 
 KEY = SurrogateKey(b"test-key")
 
@@ -233,18 +235,28 @@ def test_partial_dates_move_with_the_shift(surface: str, days: int, expected: st
     assert op.replace(mention(surface)) == expected
 
 
-def originals_of(patient: str, *surfaces: str) -> Originals:
-    originals = Originals()
-    for surface in surfaces:
-        originals.add(patient, "DATE", surface)
-    return originals
+def collected(options: dict[str, object], *notes: tuple[str, list[str]]) -> DateShiftOperator:
+    """A date_shift operator after the engine collected ``notes`` (patient, DATE surfaces)."""
+    policies = {"DATE": {"operator": "date_shift", "options": options}}
+    replacer = SurrogateReplacer(KEY, policies, labels=["DATE"])
+    batch = []
+    for number, (patient, surfaces) in enumerate(notes):
+        text, spans = "", []
+        for surface in surfaces:
+            spans.append(Span(len(text), len(text) + len(surface), "DATE"))
+            text += surface + " and "
+        batch.append(Note(f"n{number}", patient, text, tuple(spans), "test"))
+    replacer.collect(batch)
+    op = replacer.operators["DATE"]
+    assert isinstance(op, DateShiftOperator)
+    return op
 
 
 def test_the_shift_avoids_moving_a_date_onto_another_original() -> None:
     options = {"min_days": 3, "max_days": 4, "direction": "forward"}
     # a patient whose first draw is +3 days: 3/30 would become 4/2, its other date
     patient = next(p for p in PATIENTS if operator(**options).shift_days(mention("", p)) == 3)
-    op = DateShiftOperator(KEY, options, originals_of(patient, "3/30", "4/2"))
+    op = collected(options, (patient, ["3/30"]), ("other", ["1/1"]), (patient, ["4/2"]))
     assert op.shift_days(mention("3/30", patient)) == 4
     assert op.replace(mention("3/30", patient)) == "4/3"
     assert op.replace(mention("4/2", patient)) == "4/6"  # one shift: the interval is kept
@@ -257,7 +269,7 @@ def test_the_shift_avoids_moving_a_date_onto_another_original() -> None:
 def test_year_and_month_shifts_are_redrawn_off_the_originals() -> None:
     years = ("91", "92", "93")
     months = ("nov", "dec", "oct")
-    op = DateShiftOperator(KEY, {}, originals_of("p1", *years, *months))
+    op = collected({}, ("p1", [*years, *months]))
     moved_years = [op.replace(mention(year, "p1")) for year in years]
     moved_months = [op.replace(mention(month, "p1")) for month in months]
     # a shift of one year or one month would land on another original
@@ -270,12 +282,43 @@ def test_year_and_month_shifts_are_redrawn_off_the_originals() -> None:
 
 def test_a_collision_no_shift_avoids_gets_a_same_shape_surrogate() -> None:
     # a single possible shift (+3 days) moves 3/30 onto 4/2
-    originals = originals_of("p1", "3/30", "4/2")
-    op = DateShiftOperator(KEY, {"min_days": 3, "max_days": 3, "direction": "forward"}, originals)
+    op = collected({"min_days": 3, "max_days": 3, "direction": "forward"}, ("p1", ["3/30", "4/2"]))
     surrogate = op.replace(mention("3/30", "p1"))
     assert_same_shape("3/30", surrogate)
     assert surrogate not in {"3/30", "4/2"}
     assert op.counts == {"dates_colliding_with_originals": 1}
+
+
+class CountingReader:
+    """Gives the same batches at every call, and counts the calls."""
+
+    def __init__(self, batches: list[list[Note]]) -> None:
+        self.batches, self.calls = batches, 0
+
+    def __call__(self) -> list[list[Note]]:
+        self.calls += 1
+        return self.batches
+
+
+@pytest.mark.parametrize("consistency", ["patient", "corpus"])
+def test_the_notes_are_read_again_only_for_crowded_scopes(consistency: str) -> None:
+    options = {"min_days": 3, "max_days": 4, "direction": "forward", "consistency": consistency}
+    scope = "*" if consistency == "corpus" else "p1"
+    first = operator(**options).shift_days(mention("", scope))
+    policies = {"DATE": {"operator": "date_shift", "options": options}}
+    for other, reads in [("1/1", 1), (f"4/{first - 1}", 2)]:
+        # the first draw would move 3/30 onto the other original (an ID, in a later batch)
+        batches = [
+            [Note("n1", "p1", "3/30", (Span(0, 4, "DATE"),), "test")],
+            [Note("n2", "p2", "x", (), "test")],
+            [Note("n3", "p1", other, (Span(0, len(other), "ID"),), "test")],
+        ]
+        read = CountingReader(batches)
+        replacer = SurrogateReplacer(KEY, policies, labels=["DATE"])
+        replacer.collect_batches(read)
+        assert read.calls == reads
+        shift = replacer.operators["DATE"].shift_days(mention("3/30", "p1"))
+        assert shift == (first if reads == 1 else 7 - first)
 
 
 def test_same_patient_same_shift_other_patients_other_shifts() -> None:

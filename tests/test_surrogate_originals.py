@@ -17,7 +17,7 @@ from synthdeid.surrogate.operators.base import (
     SurrogateOperator,
     register,
 )
-from synthdeid.surrogate.operators.names import NameOperator
+from synthdeid.surrogate.operators.names import NameOperator, initial_letters, name_words
 from synthdeid.surrogate.replace import SurrogateReplacer
 
 KEY = SurrogateKey(b"originals test key")
@@ -154,14 +154,46 @@ def test_originals_are_collected_before_any_replacement() -> None:
         replacer.collect([note])
 
 
-def test_originals_keep_surfaces_by_scope_and_label() -> None:
+def test_originals_keep_normalised_surfaces_by_scope() -> None:
     originals = Originals()
-    originals.add("p1", "DOCTOR", "  Dr.  AMES ")
-    originals.add("p2", "DATE", "3/30")
-    assert originals.surfaces("p1") == {"dr. ames"}
-    assert originals.surfaces("p1", "DATE") == frozenset()
-    assert originals.surfaces("*") == {"dr. ames", "3/30"}
-    assert originals.surfaces("*", "DATE") == {"3/30"}
+    originals.add("p1", "  Dr.  AMES ")
+    originals.add("p2", "3/30")
+    assert "dr. ames" in originals.taken("p1") and "3/30" not in originals.taken("p1")
+    assert "dr. ames" in originals.taken("*") and "3/30" in originals.taken("*")
+    assert "Dr. Ames" not in originals.taken("p1")  # asked normalised, as kept
+    patients = Originals(["patient"])
+    patients.add("p1", "Ames")
+    assert "ames" in patients.taken("p1") and "ames" not in patients.taken("*")
+    with pytest.raises(RuntimeError, match="before the first original"):
+        patients.keep_scopes(["corpus"])
+
+
+def test_originals_keep_the_parts_each_view_takes() -> None:
+    originals = Originals()
+    originals.add_view("words", str.split)
+    originals.add_view("words", str.upper)  # a view registered again keeps its first parts
+    originals.add("p1", "Dr. Ames")
+    assert {"dr.", "ames"} <= {
+        w for w in ["dr.", "ames", "x"] if w in originals.taken("p1", "words")
+    }
+    assert "dr. ames" not in originals.taken("p1", "words")
+    assert "ames" not in originals.taken("p1")  # the surfaces view keeps whole surfaces
+    with pytest.raises(RuntimeError, match="before the first original"):
+        originals.add_view("letters", list)
+
+
+def test_name_views_take_words_and_initials_as_the_operator_avoids_them() -> None:
+    surface = normalize("Dr. O'Brien-Smith, J.S. and JS Lee")
+    assert set(name_words(surface)) == {"dr", "o'brien", "o", "brien", "smith", "and", "js", "lee"}
+    assert set(initial_letters(surface)) == {"j", "s"}
+
+
+def test_the_originals_are_collected_once() -> None:
+    note = labelled("n1", "p1", ("Ames", "DOCTOR"))
+    replacer = SurrogateReplacer(KEY)
+    replacer.collect([note])
+    with pytest.raises(RuntimeError, match="once"):
+        replacer.collect([note])
 
 
 def test_cli_avoids_originals_of_later_batches(tmp_path, monkeypatch) -> None:

@@ -12,7 +12,7 @@ the ``patient_id`` column alone and assigns every patient a part
 sets their part and writes them. Memory: O(patients) for the assignment
 (each patient id and a dict slot, about 100 bytes a patient, and about 300 a
 patient for a moment while the patients are ordered by their SHA-256 keys),
-the note ids checked for uniqueness (about 135 bytes a note, see
+the note ids checked for uniqueness (about 16 bytes a note, see
 :class:`~synthdeid.notes.NoteIds`) and one row group of notes
 (:data:`~synthdeid.artifacts.ROW_GROUP_ROWS`) read and one written.
 """

@@ -3,7 +3,8 @@
 Reads the corpus with :func:`synthdeid.ingest.open_corpus` and writes the
 notes as they come, batch by batch, with a summary a person checks after an
 import. A JSONL corpus is read line by line: memory holds one batch of notes,
-the note ids and the patient ids, whatever the corpus size.
+the note ids (about 16 bytes each, :class:`~synthdeid.notes.NoteIds`) and the
+patient ids, whatever the corpus size.
 """
 
 from __future__ import annotations

@@ -9,15 +9,16 @@ span) lets any other annotation layer be carried over with
 
 No surrogate may equal another original of its scope (a second doctor's real
 name, another of the patient's dates), so the replacer first collects the
-originals of all the notes (:meth:`SurrogateReplacer.collect`, a pass that
-keeps only the normalised surfaces) and the operators avoid them in their draws; any
-collision left is counted (``collisions``) and reported.
+originals of all the notes (:meth:`SurrogateReplacer.collect_batches`, a pass
+that keeps only hashes of the normalised surfaces, :class:`Originals`, and a
+second one only where the date shift asks for it) and the operators avoid them
+in their draws; any collision left is counted (``collisions``) and reported.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,9 +104,10 @@ class SurrogateReplacer:
     (defaults: :data:`DEFAULT_POLICIES`); ``labels`` limits which labels are
     replaced (the others are copied unchanged, offsets re-projected).
 
-    Call :meth:`collect` with every note before replacing any: surrogates then
-    avoid the originals of their scope across the whole input, and a note's
-    surrogates do not depend on the order the notes come in.
+    Call :meth:`collect_batches` (or :meth:`collect`) with every note before
+    replacing any: surrogates then avoid the originals of their scope across
+    the whole input, and a note's surrogates do not depend on the order the
+    notes come in.
     """
 
     def __init__(
@@ -129,17 +131,46 @@ class SurrogateReplacer:
             policy = merged[label]
             options = {"consistency": consistency, **policy.get("options", {})}
             self.operators[label] = build_operator(key, policy["operator"], options, self.originals)
+        self.originals.keep_scopes({op.consistency for op in self.operators.values()})
         self.replaced: Counter[str] = Counter()
         self.kept_deliberately: Counter[str] = Counter()
         # surrogates that still equal an original of their scope, by label
         self.collisions: Counter[str] = Counter()
         self._replacing = False
+        self._collected = False
 
-    def collect(self, notes: Iterable[Note]) -> None:
-        """Take in the originals of ``notes`` (all of them, before replacing any)."""
+    def collect(self, notes: Collection[Note]) -> None:
+        """Take in the originals of ``notes``: every note, in memory (see :meth:`collect_batches`)."""
+        self.collect_batches(lambda: [notes])
+
+    def collect_batches(self, read: Callable[[], Iterable[Iterable[Note]]]) -> None:
+        """Take in the originals of every note, before replacing any; once.
+
+        ``read()`` gives every note, batch by batch, the same ones each call. It
+        is called once for the originals, and again for each further pass an
+        operator asks for (:meth:`SurrogateOperator.looks_again`: the date
+        shift, for the scopes where its first draw would move a date onto an
+        original).
+        """
         if self._replacing:
             raise RuntimeError("collect the originals of every note before replacing any")
-        self.originals.add_notes(notes)
+        if self._collected:
+            raise RuntimeError("collect the originals once, from every note")
+        self._collected = True
+        watching, look = dict(self.operators), 0
+        while look == 0 or watching:  # the first pass reads every note even without operators
+            for notes in read():
+                for note in notes:
+                    for span in note.spans:
+                        surface = span.surface(note.text)
+                        if look == 0:
+                            self.originals.add(note.patient_id, surface)
+                        operator = watching.get(span.label)
+                        if operator is not None:
+                            mention = Mention(surface, span.label, note.patient_id, note.note_id)
+                            operator.observe(mention, look)
+            look += 1
+            watching = {label: op for label, op in watching.items() if op.looks_again(look)}
 
     def replace_note(self, note: Note) -> ReplacedNote:
         self._replacing = True

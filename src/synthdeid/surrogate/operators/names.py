@@ -53,7 +53,7 @@ import random
 import re
 import string
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any, ClassVar, Literal
@@ -160,36 +160,42 @@ class Lexicon:
         return folded in self.first or folded in self.last
 
 
+NAME_WORDS = "name words"  # the views of the originals this operator asks (Originals)
+INITIALS = "initials"
+
+
+def name_words(surface: str) -> Iterator[str]:
+    """The words a normalised (casefolded) original uses, as surrogates must avoid them.
+
+    The letter runs with their inner apostrophes ("o'brien") and without ("o",
+    "brien"), each part of a hyphenated word on its own.
+    """
+    for match in _TOKEN.finditer(surface):
+        word = match.group("word")
+        if word:
+            for part in word.casefold().split("-"):
+                yield part
+                yield from (p for p in re.split(f"[{_APOSTROPHES}]", part) if p)
+
+
+def initial_letters(surface: str) -> Iterator[str]:
+    """The letters a normalised original uses as initials.
+
+    Those of single letters, dotted groups ("j.s.") and 2-3 letters without a
+    vowel ("js") that are no title or credential.
+    """
+    for match in _TOKEN.finditer(surface):
+        text = match.group().casefold()
+        if match.group("dotted") or len(text) == 1 or _initials_like(text.replace(".", "")):
+            yield from (char for char in text if char.isalpha())
+
+
 @dataclass(frozen=True)
 class TakenNames:
     """What the originals of one scope use as name words and as initials, casefolded."""
 
-    words: frozenset[str]
-    initials: frozenset[str]
-
-    @classmethod
-    def of(cls, surfaces: Iterable[str]) -> TakenNames:
-        """From normalised (casefolded) surfaces of any label.
-
-        Words are the letter runs with their inner apostrophes ("o'brien") and
-        without ("o", "brien"); initials are the letters of single letters,
-        dotted groups ("j.s.") and 2-3 letters without a vowel ("js") that are
-        no title or credential.
-        """
-        words: set[str] = set()
-        initials: set[str] = set()
-        for surface in surfaces:
-            for match in _TOKEN.finditer(surface):
-                text = match.group().casefold()
-                word = match.group("word")
-                bare = text.replace(".", "")
-                if match.group("dotted") or len(text) == 1 or _initials_like(bare):
-                    initials.update(char for char in text if char.isalpha())
-                if word:
-                    for part in word.casefold().split("-"):
-                        words.add(part)
-                        words.update(p for p in re.split(f"[{_APOSTROPHES}]", part) if p)
-        return cls(frozenset(words), frozenset(initials))
+    words: Container[str]
+    initials: Container[str]
 
 
 def _initials_like(word: str) -> bool:
@@ -337,7 +343,8 @@ class NameOperator(SurrogateOperator):
             last=self._pools["last"].casefolded(),
         )
         self._cache: dict[tuple[str, str, str], str] = {}
-        self._taken: dict[str, TakenNames] = {}
+        self.originals.add_view(NAME_WORDS, name_words)
+        self.originals.add_view(INITIALS, initial_letters)
 
     def replace(self, mention: Mention) -> str:
         surface = mention.surface
@@ -423,12 +430,9 @@ class NameOperator(SurrogateOperator):
 
     def taken(self, scope: str) -> TakenNames:
         """The words and initials the originals of ``scope`` use (see the module docstring)."""
-        cached = self._taken.get(scope)
-        if cached is None:
-            if len(self._taken) >= _CACHE_LIMIT:
-                self._taken.clear()
-            cached = self._taken[scope] = TakenNames.of(self.originals.surfaces(scope))
-        return cached
+        return TakenNames(
+            self.originals.taken(scope, NAME_WORDS), self.originals.taken(scope, INITIALS)
+        )
 
     def _pool_for(self, role: Role, folded: str) -> NamePool:
         if role == "last":
