@@ -65,6 +65,7 @@ def run_shards(args: argparse.Namespace, count: int, folder: Path) -> dict[str, 
         argv = [str(BIN / "synthdeid"), "predict-ner", "--model", str(args.model)]
         argv += ["--notes", str(args.notes), "--out", str(place), "--mode", "none"]
         argv += ["--precision", args.precision, "--threads", str(cpus)]
+        argv += ["--chunk-notes", str(args.chunk_notes)]
         argv += ["--summary", str(place.with_suffix(".json"))]
         return argv if count == 1 else [*argv, "--shard", f"{k}/{count}"]
 
@@ -112,6 +113,12 @@ def main() -> None:
     parser.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--precision", default="bf16", choices=["fp32", "bf16", "int8"])
     parser.add_argument("--cpus", type=int, default=None, help="cores per job (default: node / N)")
+    parser.add_argument(
+        "--chunk-notes",
+        type=int,
+        default=250,
+        help="predict-ner's chunk, which shards are cut on (4,000 notes: 16 chunks)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the outputs' folder")
     args = parser.parse_args()
     if shutil.which("sbatch") is None:

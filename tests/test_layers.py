@@ -23,13 +23,15 @@ Layers = Sequence[tuple[str, Sequence[str]]]
 LAYERS: Layers = (
     # the canonical notes table, reading and splitting corpora, and what every step
     # shares: artifacts, errors, settings, argument types, logging, the device, the
-    # identifier grammar, statistics and report formatting, runtime flags, shards
+    # identifier grammar, statistics and report formatting, runtime flags, shards,
+    # hashed sets of whole-corpus keys
     (
         "corpus",
         (
             "__init__",
             "errors",
             "artifacts",
+            "hashset",
             "notes",
             "labels",
             "readers",

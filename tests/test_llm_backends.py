@@ -309,6 +309,17 @@ def test_a_corrupt_cache_entry_is_a_miss(
     assert json.loads(entry.read_text(encoding="utf-8"))["text"] == result.text  # rewritten
 
 
+def test_a_failed_cache_write_leaves_the_shared_folder(tmp_path: Path) -> None:
+    """Another job sharing the cache may be writing into the folder a failed write made."""
+    cache = ResponseCache(tmp_path)
+    key = request_hash("openai", "m", request())
+    text: Any = object()  # no JSON: the write fails after the folder was made
+    unwritable = ChatResponse(text=text, model="m", input_tokens=1, output_tokens=1)
+    with pytest.raises(TypeError):
+        cache.put(key, unwritable)
+    assert cache.path(key).parent.is_dir() and not any(cache.path(key).parent.iterdir())
+
+
 def test_cache_round_trip_and_key_check(tmp_path: Path) -> None:
     cache = ResponseCache(tmp_path)
     key = request_hash("openai", "m", request())

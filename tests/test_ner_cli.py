@@ -558,9 +558,13 @@ def test_predict_ner_shards_gather_to_the_unsharded_artifacts(work: dict[str, Pa
         assert code == 0
     outputs = [gathered / name for name in ("predictions.parquet", "redacted.parquet")]
     summary = gathered / "predictions.json"
+    shard_summaries = [gathered / f"predictions.shard-{k}-of-3.json" for k in (1, 2, 3)]
+    starts_read = [json.loads(p.read_text())["shard"]["rows"][0] for p in shard_summaries]
     assert main(["gather-shards", "--count", "3", *map(str, [*outputs, summary])]) == 0
     assert outputs[0].read_bytes() == whole.read_bytes()
     assert outputs[1].read_bytes() == whole_red.read_bytes()
+    # each shard starts on a whole chunk of --chunk-notes, as one job chunks the table
+    assert all(start % 2 == 0 for start in starts_read)
     merged = json.loads(summary.read_text())["summary"]
     for key in ("notes", "predicted_spans", "predicted_by_label", "regex_spans_added"):
         assert merged[key] == summary_of(whole)[key]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,11 +13,15 @@ from synthdeid.cli import main
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import NOTES_SCHEMA, Note, Span, notes_to_table, read_notes, write_notes
 from synthdeid.shards import (
+    MERGE_RULES,
     Shard,
+    agreed,
     gather_json,
     gather_parquet,
     merge_summaries,
+    shard_output,
     shard_path,
+    unsharded_output,
     with_shard,
 )
 from synthdeid.surrogate.keying import SECRET_VARIABLE
@@ -31,6 +36,23 @@ def test_shard_rows_tile_the_table_in_order(total: int, count: int) -> None:
     assert rows == list(range(total))
     sizes = [len(Shard(k, count).rows(total)) for k in range(1, count + 1)]
     assert max(sizes) - min(sizes) <= 1
+
+
+@pytest.mark.parametrize(
+    ("total", "count", "align"), [(10, 3, 2), (10, 3, 4), (2, 3, 5), (0, 2, 3), (9000, 4, 2048)]
+)
+def test_aligned_shards_tile_the_table_in_whole_chunks(total: int, count: int, align: int) -> None:
+    shards = [Shard(k, count, align) for k in range(1, count + 1)]
+    rows = [r for shard in shards for r in shard.rows(total)]
+    assert rows == list(range(total))
+    chunks = [len(shard.rows(total)) // align for shard in shards]  # whole chunks each
+    assert max(chunks) - min(chunks) <= 1
+    for shard in shards:  # every chunk one job reads starts a shard's chunk too
+        bounds = shard.rows(total)
+        assert bounds.start % align == 0 and (bounds.stop % align == 0 or bounds.stop == total)
+    assert Shard(2, 3, 1).rows(10) == Shard(2, 3).rows(10)
+    with pytest.raises(ConfigError, match="alignment"):
+        Shard(1, 2, 0)
 
 
 @pytest.mark.parametrize("text", ["2/3", "2-of-3", " 2/3 "])
@@ -48,10 +70,12 @@ def notes(count: int) -> list[Note]:
     return [Note(f"n{i}", f"p{i}", f"text {i}", (), "synthetic-test") for i in range(count)]
 
 
-def write_shards(folder: Path, count: int, total: int, provenance: dict = PROVENANCE) -> list[Path]:
+def write_shards(
+    folder: Path, count: int, total: int, provenance: dict = PROVENANCE, align: int = 1
+) -> list[Path]:
     paths = []
     for k in range(1, count + 1):
-        shard = Shard(k, count)
+        shard = Shard(k, count, align)
         rows = shard.rows(total)
         path = Path(shard_path(str(folder / "notes.parquet"), shard.label))
         with parquet_writer(path, NOTES_SCHEMA, provenance, metadata=shard.metadata(total)) as w:
@@ -68,6 +92,22 @@ def test_gather_gives_the_bytes_of_one_write_in_any_order(tmp_path: Path) -> Non
     out = tmp_path / "gathered.parquet"
     assert gather_parquet(list(reversed(shards)), out) == 20
     assert out.read_bytes() == whole.read_bytes()
+
+
+def test_gather_joins_shards_cut_on_whole_chunks(tmp_path: Path) -> None:
+    # 20 rows in chunks of 4: 5 chunks over 3 shards, [0, 4) [4, 12) [12, 20), not the
+    # unaligned [0, 6) [6, 13) [13, 20)
+    assert Shard(1, 3, 4).rows(20) != Shard(1, 3).rows(20)
+    whole = tmp_path / "whole.parquet"
+    with parquet_writer(whole, NOTES_SCHEMA, PROVENANCE) as writer:
+        writer.write(notes_to_table(notes(20)))
+    out = tmp_path / "gathered.parquet"
+    assert gather_parquet(write_shards(tmp_path / "aligned", 3, 20, align=4), out) == 20
+    assert out.read_bytes() == whole.read_bytes()
+    mixed = [*write_shards(tmp_path / "a", 3, 20, align=4)[:2]]
+    mixed += write_shards(tmp_path / "b", 3, 20)[2:]
+    with pytest.raises(InputError, match="aligned on 1"):
+        gather_parquet(mixed, tmp_path / "mixed.parquet")
 
 
 def test_gather_refuses_an_incomplete_set(tmp_path: Path) -> None:
@@ -125,6 +165,28 @@ def test_merge_summaries_adds_counts_and_recomputes_the_rate() -> None:
     }
     with pytest.raises(ConfigError, match="disagree at mode"):
         merge_summaries([{"mode": "x"}, {"mode": "y"}])
+
+
+def test_merge_summaries_applies_a_rule_after_the_other_keys() -> None:
+    """A rule sees every shard's value and the object's other keys, merged."""
+
+    def share(values: list[Any], merged: dict[str, Any]) -> float:
+        assert values == [0.5, None]  # each shard's own figure, not added
+        return merged["hits"] / merged["notes"]
+
+    shards = [{"share": 0.5, "hits": 1, "notes": 2}, {"share": None, "hits": 2, "notes": 4}]
+    merged = merge_summaries(shards, rules={**MERGE_RULES, "share": share})
+    assert merged == {"share": 0.5, "hits": 3, "notes": 6}
+    assert list(merged) == ["share", "hits", "notes"]  # the key keeps its place
+
+
+def test_agreed_keeps_a_setting_every_shard_writes_and_refuses_a_difference() -> None:
+    shards = [{"seeds": 9, "requested": 4}, {"seeds": 9, "requested": 5}]
+    assert merge_summaries(shards, rules={"seeds": agreed}) == {"seeds": 9, "requested": 9}
+    with pytest.raises(ConfigError, match=r"must agree: \[\{'size': 2\}, \{'size': 3\}\]"):
+        merge_summaries(
+            [{"sample": {"size": 2}}, {"sample": {"size": 3}}], rules={"sample": agreed}
+        )
 
 
 def test_merge_summaries_keeps_the_first_examples() -> None:
@@ -205,3 +267,13 @@ def test_replace_surrogates_shards_gather_to_the_unsharded_bytes(
 )
 def test_shard_path_puts_the_shard_before_the_suffix(path: str, sharded: str) -> None:
     assert shard_path(path, "2-of-3") == sharded
+
+
+@pytest.mark.parametrize(
+    "path", ["results/x/notes.parquet", "logs/x/demo.log", "a/b.tar.gz", "model", "x/local/t.json"]
+)
+def test_unsharded_output_undoes_shard_output(path: str) -> None:
+    shard = Shard(2, 3)
+    assert unsharded_output(shard_output(Path(path), shard), shard) == Path(path)
+    assert unsharded_output(Path(path), None) == Path(path)
+    assert unsharded_output(Path(path), shard) == Path(path)  # not a shard path: itself

@@ -126,6 +126,8 @@ def test_stage_command_of_a_rule() -> None:
     assert stage_command("measure_silver_noise") == "compare-teacher"
     assert stage_command("gather_predict_ner") == "gather-shards"
     assert output_folder("gather_predict_ner") == "predict_ner"
+    assert output_folder("gather_label_teacher") == "label_teacher"
+    assert output_folder("gather_generate_templates") == "generate_templates"
 
 
 # ---------------------------------------------------------------- the checker itself

@@ -18,7 +18,18 @@ import pytest
 import llm_server
 from llm_server import ScriptedChatServer, ok_body
 from synthdeid import cli
+from synthdeid.labels import CANONICAL_LABELS
+from synthdeid.local_only import LOCAL_ONLY_KEY
 from synthdeid.notes import Note, Span, read_notes, write_notes
+from synthdeid.shards import Shard, merge_summaries, shard_path
+from synthdeid.synthesis.prompts import Variant
+from synthdeid.synthesis.templates import (
+    SHARD_MERGE_RULES,
+    GenerationReport,
+    TemplateJob,
+    TemplateRecord,
+)
+from synthdeid.synthesis.validator import Verdict, reject
 
 chat_server = llm_server.chat_server  # the fixture
 
@@ -101,8 +112,14 @@ def seed_files(tmp_path):
     return notes_path, masked, removed
 
 
-def run_generate(tmp_path, masked, removed, settings, *extra: str) -> int:
-    """``synthdeid generate-templates`` on the seed files; outputs in ``tmp_path``."""
+def run_generate(tmp_path, masked, removed, settings, *extra: str, shard: str = "") -> int:
+    """``synthdeid generate-templates`` on the seed files; outputs in ``tmp_path``, at their
+    shard paths with ``shard`` (K/N; the sent requests at the default path)."""
+
+    def place(name: str) -> str:
+        path = str(tmp_path / name)
+        return shard_path(path, Shard.parse(shard).label) if shard else path
+
     return cli.main(
         [
             "generate-templates",
@@ -117,10 +134,11 @@ def run_generate(tmp_path, masked, removed, settings, *extra: str) -> int:
             "--settings",
             json.dumps(settings),
             "--out",
-            str(tmp_path / "templates.parquet"),
+            place("templates.parquet"),
             "--summary",
-            str(tmp_path / "templates.json"),
+            place("templates.json"),
             "--no-progress",
+            *(["--shard", shard] if shard else []),
             *extra,
         ]
     )
@@ -260,3 +278,148 @@ def test_local_transformers_backend_end_to_end(tmp_path, seed_files, monkeypatch
     summary = json.loads((tmp_path / "templates.json").read_text())["summary"]
     assert summary["backend_description"]["backend"] == "transformers"
     assert summary["output_tokens"] > 0
+
+
+# ---------------------------------------------------------------- shards
+
+# what generate-templates writes (the sent requests at their default, local path)
+OUTPUTS = ("templates.parquet", "templates.json", "local/templates.sent_requests.parquet")
+
+
+def mask(notes: list[Note], folder) -> tuple:
+    """mask-seeds over every note: the masked seeds and the removed values."""
+    write_notes(notes, folder / "notes.parquet")
+    masked, removed = folder / "masked.parquet", folder / "local" / "removed.parquet"
+    argv = [
+        "mask-seeds",
+        "--notes",
+        str(folder / "notes.parquet"),
+        "--parts",
+        *{n.split for n in notes},
+    ]
+    argv += ["--out", str(masked), "--removed", str(removed), "--summary", str(folder / "m.json")]
+    assert cli.main(argv) == 0
+    return masked, removed
+
+
+def generate_in_shards(folder, masked, removed, settings, count: int, *extra: str) -> list[str]:
+    """Generate in ``count`` shards (last first), gather; the gathered outputs."""
+    for k in (count, *range(1, count)):
+        assert run_generate(folder, masked, removed, settings, *extra, shard=f"{k}/{count}") == 0
+    outputs = [str(folder / name) for name in OUTPUTS]
+    assert cli.main(["gather-shards", "--count", str(count), *outputs]) == 0
+    return outputs
+
+
+def assert_same_outputs(one_job, gathered) -> None:
+    for name in OUTPUTS:
+        assert (gathered / name).read_bytes() == (one_job / name).read_bytes(), name
+
+
+def test_backend_none_shards_of_the_demo_seeds_gather_to_the_one_job_files(
+    tmp_path, monkeypatch, repo
+):
+    """Every shard builds the validator's vocabulary from all seeds: its rows are one job's."""
+    monkeypatch.chdir(repo)
+    label_map = json.dumps({label: label for label in CANONICAL_LABELS})
+    demo = tmp_path / "demo.parquet"
+    argv = ["ingest-corpus", "--corpus", "resources/demo/notes.jsonl", "--format", "jsonl"]
+    argv += ["--label-map", label_map, "--source", "demo", "--out", str(demo)]
+    assert cli.main([*argv, "--summary", str(tmp_path / "demo.json")]) == 0
+    masked, removed = mask(read_notes(demo), tmp_path)
+    settings = {"backend": {"kind": "none"}, "seed_sample": {"size": 200, "seed": 3}}
+    assert run_generate(tmp_path / "one", masked, removed, settings) == 0
+    generate_in_shards(tmp_path / "gathered", masked, removed, settings, 3)
+    assert_same_outputs(tmp_path / "one", tmp_path / "gathered")
+    summary = json.loads((tmp_path / "gathered" / "templates.json").read_text())
+    assert "shard" not in summary and summary["summary"]["seeds"] == 200
+    assert summary["summary"]["requested"] == 200
+    shard = pq.read_metadata(tmp_path / "gathered" / "templates.shard-2-of-3.parquet")
+    assert json.loads(shard.metadata[b"synthdeid.shard"])["rows"] == [66, 133]
+
+
+PLACES = {"HOSPITAL": "Lakeshore General", "LOCATION": "Brambleton"}
+
+
+def place_seeds() -> list[Note]:
+    """Seeds naming a hospital (2), a town (3), nothing (3), and one masking miss; "hall"."""
+    notes = []
+    for i in range(9):
+        label = "HOSPITAL" if i < 2 else "LOCATION" if i < 5 else None
+        text = f"Seen for review number {i + 1}. "
+        spans: tuple[Span, ...] = ()
+        if label is not None:
+            spans = (Span(len(text) + 12, len(text) + 12 + len(PLACES[label]), label),)
+            text += f"Transferred {PLACES[label]} this morning. "
+        if i == 5:  # the hospital's name left unlabelled: the guard refuses this seed
+            text += f"Records from {PLACES['HOSPITAL']} requested. "
+        # a word in lower case in one seed is a common word in all: not a name in the last
+        text += {0: "Walked twice in the hall. ", 8: "Discussed with Hall at the bedside. "}.get(
+            i, ""
+        )
+        notes.append(Note(f"q{i}", f"p{i}", text + FILLER, spans, "test", "seed"))
+    return notes
+
+
+def test_llm_shards_gather_to_the_one_job_files(tmp_path, chat_server, monkeypatch, repo):
+    """Through a scripted server: the seeds without places draw their stand-in placeholder
+    from every seed's mix and the guard knows every seed's common words (the last shard
+    holds only seeds without places, one with "Hall"); refusals and token counts add up,
+    rates are recomputed; the sent requests stay local-only."""
+    monkeypatch.chdir(repo)
+    masked, removed = mask(place_seeds(), tmp_path)
+    chat_server.handler = lambda body: (200, ok_body(json.dumps({"note": GOOD})), {})
+    settings = {
+        "backend": {"kind": "openai", "base_url": chat_server.url, "model": "scripted"},
+        "variants": {"standard": 1, "per_absent_places": 1},
+        # the answer's shape carries the placeholders asked for, a stand-in among them
+        "generation": {"temperature": 0.9, "max_tokens": 512, "constrain": "placeholders"},
+        "seed": 5,
+    }
+    cache = ("--cache-dir", str(tmp_path / "cache-one"))
+    assert run_generate(tmp_path / "one", masked, removed, settings, *cache) == 0
+    sent = chat_server.count
+    cache = ("--cache-dir", str(tmp_path / "cache-shards"))  # shared by the shards
+    generate_in_shards(tmp_path / "gathered", masked, removed, settings, 4, *cache)
+    assert chat_server.count == 2 * sent == 2 * 16  # 9 seeds x 2 variants, 2 refused
+    assert_same_outputs(tmp_path / "one", tmp_path / "gathered")
+    summary = json.loads((tmp_path / "gathered" / "templates.json").read_text())["summary"]
+    assert summary["guard"]["refused"] == 2 and summary["input_tokens"] == 16 * 11
+    assert summary["acceptance_rate"] == summary["accepted"] / 18
+    audit = pq.read_metadata(tmp_path / "gathered" / OUTPUTS[2])
+    assert audit.metadata[LOCAL_ONLY_KEY] == b"true" and audit.num_rows == 16
+
+
+def test_template_shards_gather_only_as_a_complete_set(tmp_path, capsys, monkeypatch, repo):
+    monkeypatch.chdir(repo)
+    masked, removed = mask(place_seeds(), tmp_path)
+    settings = {"backend": {"kind": "none"}}
+    outputs = generate_in_shards(tmp_path, masked, removed, settings, 2)
+    (tmp_path / "local" / "templates.sent_requests.shard-2-of-2.parquet").unlink()
+    assert cli.main(["gather-shards", "--count", "2", *outputs]) == 2
+    assert "templates.sent_requests.shard-2-of-2.parquet are missing" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cuts", [(1, 5), (2, 2, 2), (0, 5, 1), (6,)])
+def test_template_summaries_of_shards_merge_to_the_one_run_summary(cuts) -> None:
+    """Counts by reason and by variant come back sorted as one run writes them, with
+    rates recomputed from the summed counts, whichever variant a shard lacks."""
+    seed = Note("s", "p", "Seen today.", (), "test", "seed")
+    verdicts = [Verdict("ok"), reject("empty"), Verdict("ok"), reject("copied_seed")] * 2
+    records = [
+        TemplateRecord(
+            TemplateJob(f"t{i}", seed, Variant(name, "", (), "none"), 0), verdicts[i], None, 3, 2
+        )
+        for i, name in enumerate(["zeta", "alpha", "zeta", "alpha", "zeta", "zeta"])
+    ]
+    extra = {"seeds": 1, "backend": {"kind": "none", "timeout_s": 5}}
+
+    def summary(part: list[TemplateRecord]) -> dict:
+        return GenerationReport(part, dict(extra)).summary()
+
+    shards, start = [], 0
+    for size in cuts:
+        shards.append(summary(records[start : start + size]))
+        start += size
+    merged = merge_summaries(shards, rules=SHARD_MERGE_RULES)
+    assert json.dumps(merged) == json.dumps(summary(records))

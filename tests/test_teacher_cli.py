@@ -15,7 +15,7 @@ from llm_server import ScriptedChatServer, last_user_message, ok_body
 from ner_helpers import note_from_pieces
 from synthdeid.cli import main
 from synthdeid.notes import Note, read_notes, write_notes
-from synthdeid.teacher.outputs import read_teacher_outputs
+from synthdeid.teacher.outputs import FOLDER_FILES, LEDGER, SUMMARY, read_teacher_outputs
 
 chat_server = llm_server.chat_server  # the fixture
 
@@ -111,7 +111,14 @@ def notes_path(tmp_path: Path) -> Path:
     return path
 
 
-def label(notes: Path, out: Path, name: str, settings: dict[str, Any], *parts: str) -> int:
+def label(
+    notes: Path,
+    out: Path,
+    name: str,
+    settings: dict[str, Any],
+    *parts: str,
+    shard: str | None = None,
+) -> int:
     return main(
         [
             "label-teacher",
@@ -125,6 +132,7 @@ def label(notes: Path, out: Path, name: str, settings: dict[str, Any], *parts: s
             json.dumps(settings),
             "--out-dir",
             str(out),
+            *(["--shard", shard] if shard else []),
         ]
     )
 
@@ -307,3 +315,75 @@ def test_llm_teacher_on_a_local_transformers_model(
     assert all(r["input_tokens"] > 0 and 0 < r["output_tokens"] <= 8 for r in meta)
     summary = json.loads((tmp_path / "local" / "summary.json").read_text())["summary"]
     assert summary["notes"] == 4
+
+
+# ---------------------------------------------------------------- shards
+
+
+def label_in_shards(
+    notes: Path, out: Path, name: str, settings: dict[str, Any], parts: list[str], count: int
+) -> list[str]:
+    """Label in ``count`` shards (last first), gather; the gathered folder's files."""
+    for k in reversed(range(1, count + 1)):
+        assert label(notes, out, name, settings, *parts, shard=f"{k}/{count}") == 0
+    files = [str(out / name) for name in FOLDER_FILES]
+    assert main(["gather-shards", "--count", str(count), *files]) == 0
+    return files
+
+
+def assert_same_files(one_job: Path, gathered: Path) -> None:
+    for name in FOLDER_FILES:
+        assert (gathered / name).read_bytes() == (one_job / name).read_bytes(), name
+
+
+def test_llm_teacher_shards_gather_to_the_one_job_folder(
+    chat_server: ScriptedChatServer, notes_path: Path, tmp_path: Path
+) -> None:
+    """Every file byte-equal; the ledger's means, costs and projections recomputed."""
+
+    def answer_without_counts_for_holdout(body: Any) -> tuple[int, Any, dict[str, str]]:
+        status, answer, headers = answer_for(body)
+        if "Discharged" in last_user_message(body):
+            answer.pop("usage")  # an estimated note beside the measured ones
+        return status, answer, headers
+
+    chat_server.handler = answer_without_counts_for_holdout
+    settings = llm_settings(
+        chat_server.url, projection={"corpus_notes": 13000, "corpus_characters": 10**9}
+    )
+    parts = ["seed", "holdout"]
+    assert label(notes_path, tmp_path / "one", "llm", settings, *parts) == 0
+    label_in_shards(notes_path, tmp_path / "gathered", "llm", settings, parts, 3)
+    assert chat_server.count == 2 * 5  # each note sent once by one job and once by a shard
+    assert_same_files(tmp_path / "one", tmp_path / "gathered")
+    summary = json.loads((tmp_path / "gathered" / SUMMARY).read_text())
+    # 1 absent of 8 entities; the shard that holds it alone says 1 of 3
+    assert "shard" not in summary and summary["summary"]["hallucination_rate"] == 0.125
+    ledger = json.loads((tmp_path / "gathered" / LEDGER).read_text())["ledger"]
+    assert (ledger["measured"]["notes"], ledger["estimated"]["notes"]) == (4, 1)
+    assert ledger["measured"]["mean_input_tokens_per_note"] == pytest.approx(3900 / 4)
+
+
+def test_rules_teacher_shards_without_notes_gather_too(notes_path: Path, tmp_path: Path) -> None:
+    """6 shards of the 4 seed notes: two label nothing, and the folder is still one job's."""
+    settings = {"kind": "rules", "detectors": ["DATE", "PHONE", "ID"]}
+    assert label(notes_path, tmp_path / "one", "rules", settings, "seed") == 0
+    label_in_shards(notes_path, tmp_path / "gathered", "rules", settings, ["seed"], 6)
+    assert_same_files(tmp_path / "one", tmp_path / "gathered")
+    empty = pq.read_metadata(tmp_path / "gathered" / "labels.shard-1-of-6.parquet")
+    assert empty.num_rows == 0
+    assert json.loads(empty.metadata[b"synthdeid.shard"])["rows"] == [0, 0]
+
+
+def test_teacher_shards_gather_only_as_a_complete_set_of_one_run(
+    notes_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "rules"
+    files = label_in_shards(notes_path, out, "rules", {"kind": "rules"}, ["seed"], 2)
+    other = {"kind": "rules", "detectors": ["DATE"]}
+    assert label(notes_path, out, "rules", other, "seed", shard="2/2") == 0
+    assert main(["gather-shards", "--count", "2", *files]) == 2
+    assert "its provenance differs" in capsys.readouterr().err
+    (out / "labels.shard-1-of-2.parquet").unlink()
+    assert main(["gather-shards", "--count", "2", *files]) == 2
+    assert "labels.shard-1-of-2.parquet are missing" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from itertools import pairwise
 
 import pytest
 
@@ -13,6 +14,7 @@ from synthdeid.teacher.ledger import (
     Pricing,
     Projection,
     build_ledger,
+    merge_ledgers,
     projected_cost,
 )
 
@@ -173,3 +175,36 @@ def test_no_pricing_means_no_costs() -> None:
 def test_bad_config_is_config_error(build: Callable[[], object], key: str) -> None:
     with pytest.raises(ConfigError, match=key):
         build()
+
+
+def mixed_run() -> list[NoteUsage]:
+    """Measured notes, notes without counts and one with a partial count."""
+    return [
+        NoteUsage("a", 3_100, 812, 97),
+        NoteUsage("b", 1_234, None, None),
+        NoteUsage("c", 777, 201, 33),
+        NoteUsage("d", 4_001, 950, None),
+        NoteUsage("e", 58, 19, 5),
+    ]
+
+
+@pytest.mark.parametrize("cuts", [(0, 1, 3, 5), (0, 0, 2, 5), (0, 5)])
+def test_merged_shard_ledgers_equal_the_ledger_of_all_notes(cuts: tuple[int, ...]) -> None:
+    """Means, rates, estimates, costs and projections are recomputed from the summed totals."""
+    usages = mixed_run()
+    projection = Projection(corpus_notes=13_000, corpus_characters=633_000_000)
+    whole = build_ledger(usages, FLASH_BATCH, projection, chars_per_token=3.5)
+    shards = [
+        json.loads(json.dumps(build_ledger(usages[a:b], FLASH_BATCH, projection, 3.5)))
+        for a, b in pairwise(cuts)
+    ]
+    assert merge_ledgers(shards) == whole
+    # a shard of estimated notes only has no measured means: not a sum of the shards'
+    assert whole["measured"]["mean_input_tokens_per_note"] == pytest.approx((812 + 201 + 19) / 3)
+
+
+def test_shard_ledgers_of_other_settings_are_refused() -> None:
+    ours = build_ledger(mixed_run()[:2], FLASH_BATCH, Projection(corpus_notes=10))
+    theirs = build_ledger(mixed_run()[2:], FLASH_BATCH, Projection(corpus_notes=20))
+    with pytest.raises(ConfigError, match="differ in pricing, projection or chars_per_token"):
+        merge_ledgers([ours, theirs])

@@ -224,9 +224,13 @@ def write_json_atomic(obj: Any, path: str | Path) -> None:
 
 
 def write_parquet_atomic(
-    table: pa.Table, path: str | Path, provenance: Mapping[str, Any] | None = None
+    table: pa.Table,
+    path: str | Path,
+    provenance: Mapping[str, Any] | None = None,
+    *,
+    metadata: Mapping[bytes, bytes] | None = None,
 ) -> None:
-    with parquet_writer(path, table.schema, provenance) as writer:
+    with parquet_writer(path, table.schema, provenance, metadata=metadata) as writer:
         writer.write(table)
 
 

@@ -13,6 +13,10 @@ rule generate_templates:
     hash in cache/llm_responses/, so a rerun sends nothing it already sent.
     With backend transformers it is a GPU rule (gpu=1 on SLURM); otherwise it
     asks for no GPU.
+    With shards.generate_templates N > 1: one job per row range of the planned
+    requests (seed x variant x copy), each writing its shard of every output
+    (templates.shard-K-of-N.parquet ...), joined by gather_generate_templates.
+    The shards share the answer cache.
     """
     input:
         masked=rules.mask_seeds.output.masked,
@@ -20,13 +24,24 @@ rule generate_templates:
         allowlist=TEMPLATE["allowlist"],
         prompt=TEMPLATE["prompt"],
     output:
-        templates="results/generate_templates/{corpus}/templates.parquet",
-        summary="results/generate_templates/{corpus}/summary.json",
-        sent="results/generate_templates/{corpus}/local/templates.sent_requests.parquet",
+        templates=sharded(
+            "results/generate_templates/{corpus}/templates.parquet",
+            SHARDS["generate_templates"],
+        ),
+        summary=sharded(
+            "results/generate_templates/{corpus}/summary.json",
+            SHARDS["generate_templates"],
+        ),
+        sent=sharded(
+            "results/generate_templates/{corpus}/local/templates.sent_requests.parquet",
+            SHARDS["generate_templates"],
+        ),
     log:
-        "logs/generate_templates/{corpus}.log",
+        sharded("logs/generate_templates/{corpus}.log", SHARDS["generate_templates"]),
     benchmark:
-        "benchmarks/generate_templates/{corpus}.tsv"
+        sharded(
+            "benchmarks/generate_templates/{corpus}.tsv", SHARDS["generate_templates"]
+        )
     conda:
         "../../envs/gpu.yaml"
     resources:
@@ -34,12 +49,52 @@ rule generate_templates:
     params:
         settings=as_json(synthesis.template_settings(TEMPLATE)),
         cache_dir=LLM_CACHE_DIR,
+        shard=shard_flag,
     shell:
         "synthdeid --log {log:q} generate-templates --masked {input.masked:q}"
         " --removed {input.removed:q} --allowlist {input.allowlist:q}"
         " --prompt {input.prompt:q} --settings {params.settings:q}"
         " --cache-dir {params.cache_dir:q} --out {output.templates:q}"
-        " --summary {output.summary:q} --sent-requests {output.sent:q}"
+        " --summary {output.summary:q} --sent-requests {output.sent:q} {params.shard}"
+
+
+rule gather_generate_templates:
+    """Join the shards of generate_templates (shards.generate_templates > 1).
+
+    The same bytes as one generate_templates job: rows in shard order (the
+    sent requests local-only, as the shards are), summary counts added up,
+    acceptance rates recomputed from the summed counts (synthdeid.shards).
+    """
+    input:
+        templates=shard_inputs(
+            "results/generate_templates/{corpus}/templates.parquet",
+            SHARDS["generate_templates"],
+        ),
+        summary=shard_inputs(
+            "results/generate_templates/{corpus}/summary.json",
+            SHARDS["generate_templates"],
+        ),
+        sent=shard_inputs(
+            "results/generate_templates/{corpus}/local/templates.sent_requests.parquet",
+            SHARDS["generate_templates"],
+        ),
+    output:
+        templates="results/generate_templates/{corpus}/templates.parquet",
+        summary="results/generate_templates/{corpus}/summary.json",
+        sent="results/generate_templates/{corpus}/local/templates.sent_requests.parquet",
+    log:
+        "logs/generate_templates/{corpus}.gather.log",
+    benchmark:
+        "benchmarks/generate_templates/{corpus}.gather.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        shards=SHARDS["generate_templates"],
+    shell:
+        "synthdeid --log {log:q} gather-shards --count {params.shards} {output:q}"
+
+
+ruleorder: generate_templates > gather_generate_templates
 
 
 rule fill_templates:
@@ -52,7 +107,7 @@ rule fill_templates:
             summary.json
     """
     input:
-        templates=rules.generate_templates.output.templates,
+        templates=rules.gather_generate_templates.output.templates,
         notes=rules.split_notes.output.notes,
         removed=rules.mask_seeds.output.removed,
         allowlist=TEMPLATE["allowlist"],
@@ -80,7 +135,8 @@ rule fill_templates:
 
 use rule generate_templates as generate_control_templates with:
     # The control of an LLM template pool: backend none on the same seeds (each
-    # masked seed its own template), for mixtures that pool template_none.
+    # masked seed its own template), for mixtures that pool template_none. One
+    # job whatever shards.generate_templates: it sends nothing.
     output:
         templates="results/generate_control_templates/{corpus}/templates.parquet",
         summary="results/generate_control_templates/{corpus}/summary.json",
@@ -98,6 +154,7 @@ use rule generate_templates as generate_control_templates with:
             synthesis.template_settings(TEMPLATE, backend={"kind": "none"})
         ),
         cache_dir=LLM_CACHE_DIR,
+        shard=shard_flag,
 
 
 use rule fill_templates as fill_control_templates with:

@@ -4,20 +4,47 @@ rule label_teacher:
     subset pool: the teacher.parts notes (the silver pool silver_<teacher>);
     subset holdout: the evaluation notes, to compare the teacher with its
     student. GPU rule for a model teacher or a local transformers LLM.
+    With shards.label_teacher N > 1: one job per row range of the selected
+    notes, each writing its shard of every file (labels.shard-K-of-N.parquet ...),
+    joined by gather_label_teacher. The shards share the answer cache.
     """
     input:
         unpack(lambda w: TEACHERS.inputs(w.teacher, w.corpus, RUNS)),
     output:
-        labels="results/label_teacher/{corpus}/{teacher}/{subset}/labels.parquet",
-        silver="results/label_teacher/{corpus}/{teacher}/{subset}/silver.parquet",
-        span_scores="results/label_teacher/{corpus}/{teacher}/{subset}/span_scores.parquet",
-        metadata="results/label_teacher/{corpus}/{teacher}/{subset}/metadata.parquet",
-        ledger="results/label_teacher/{corpus}/{teacher}/{subset}/ledger.json",
-        summary="results/label_teacher/{corpus}/{teacher}/{subset}/summary.json",
+        labels=sharded(
+            "results/label_teacher/{corpus}/{teacher}/{subset}/labels.parquet",
+            SHARDS["label_teacher"],
+        ),
+        silver=sharded(
+            "results/label_teacher/{corpus}/{teacher}/{subset}/silver.parquet",
+            SHARDS["label_teacher"],
+        ),
+        span_scores=sharded(
+            "results/label_teacher/{corpus}/{teacher}/{subset}/span_scores.parquet",
+            SHARDS["label_teacher"],
+        ),
+        metadata=sharded(
+            "results/label_teacher/{corpus}/{teacher}/{subset}/metadata.parquet",
+            SHARDS["label_teacher"],
+        ),
+        ledger=sharded(
+            "results/label_teacher/{corpus}/{teacher}/{subset}/ledger.json",
+            SHARDS["label_teacher"],
+        ),
+        summary=sharded(
+            "results/label_teacher/{corpus}/{teacher}/{subset}/summary.json",
+            SHARDS["label_teacher"],
+        ),
     log:
-        "logs/label_teacher/{corpus}/{teacher}/{subset}.log",
+        sharded(
+            "logs/label_teacher/{corpus}/{teacher}/{subset}.log",
+            SHARDS["label_teacher"],
+        ),
     benchmark:
-        "benchmarks/label_teacher/{corpus}/{teacher}/{subset}.tsv"
+        sharded(
+            "benchmarks/label_teacher/{corpus}/{teacher}/{subset}.tsv",
+            SHARDS["label_teacher"],
+        )
     conda:
         "../../envs/gpu.yaml"
     threads: 2
@@ -30,11 +57,65 @@ rule label_teacher:
         model=lambda w, input: teachers.model_argument(input),
         cache_dir=TEACHER_CACHE_DIR,
         out_dir=folder_of("silver"),
+        shard=shard_flag,
     shell:
         "synthdeid --log {log:q} label-teacher --notes {input.notes:q} --parts {params.parts}"
         " --teacher {wildcards.teacher:q} --settings {params.settings:q} {params.model}"
         " --cache-dir {params.cache_dir:q} --threads {threads}"
-        " --out-dir {params.out_dir:q}"
+        " --out-dir {params.out_dir:q} {params.shard}"
+
+
+rule gather_label_teacher:
+    """Join the shards of label_teacher (shards.label_teacher > 1) into one teacher folder.
+
+    The same bytes as one label_teacher job: rows in shard order, summary
+    counts added up, the ledger recomputed from the summed tokens (synthdeid.shards).
+    """
+    input:
+        labels=shard_inputs(
+            "results/label_teacher/{corpus}/{teacher}/{subset}/labels.parquet",
+            SHARDS["label_teacher"],
+        ),
+        silver=shard_inputs(
+            "results/label_teacher/{corpus}/{teacher}/{subset}/silver.parquet",
+            SHARDS["label_teacher"],
+        ),
+        span_scores=shard_inputs(
+            "results/label_teacher/{corpus}/{teacher}/{subset}/span_scores.parquet",
+            SHARDS["label_teacher"],
+        ),
+        metadata=shard_inputs(
+            "results/label_teacher/{corpus}/{teacher}/{subset}/metadata.parquet",
+            SHARDS["label_teacher"],
+        ),
+        ledger=shard_inputs(
+            "results/label_teacher/{corpus}/{teacher}/{subset}/ledger.json",
+            SHARDS["label_teacher"],
+        ),
+        summary=shard_inputs(
+            "results/label_teacher/{corpus}/{teacher}/{subset}/summary.json",
+            SHARDS["label_teacher"],
+        ),
+    output:
+        labels="results/label_teacher/{corpus}/{teacher}/{subset}/labels.parquet",
+        silver="results/label_teacher/{corpus}/{teacher}/{subset}/silver.parquet",
+        span_scores="results/label_teacher/{corpus}/{teacher}/{subset}/span_scores.parquet",
+        metadata="results/label_teacher/{corpus}/{teacher}/{subset}/metadata.parquet",
+        ledger="results/label_teacher/{corpus}/{teacher}/{subset}/ledger.json",
+        summary="results/label_teacher/{corpus}/{teacher}/{subset}/summary.json",
+    log:
+        "logs/label_teacher/{corpus}/{teacher}/{subset}.gather.log",
+    benchmark:
+        "benchmarks/label_teacher/{corpus}/{teacher}/{subset}.gather.tsv"
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        shards=SHARDS["label_teacher"],
+    shell:
+        "synthdeid --log {log:q} gather-shards --count {params.shards} {output:q}"
+
+
+ruleorder: label_teacher > gather_label_teacher
 
 
 rule combine_teachers:

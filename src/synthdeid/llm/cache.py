@@ -7,6 +7,11 @@ lose the answers it already had. Each successful answer is stored at
 arrives. A file that cannot be read or parsed is a miss (logged, then
 overwritten by the next answer). The cache holds model output only, never the
 request text.
+
+Jobs may share a cache (the shards of a teacher or of template generation):
+an entry is written to a temporary name of its own process and renamed into
+place, so a reader sees a whole entry or none, and a folder is never removed
+once made.
 """
 
 from __future__ import annotations
@@ -73,7 +78,11 @@ class ResponseCache:
             "input_tokens": response.input_tokens,
             "output_tokens": response.output_tokens,
         }
-        write_json_atomic(record, self.path(key))
+        path = self.path(key)
+        # made here, not by the atomic write: a write that fails removes the folders it
+        # made, and another job sharing the cache (a shard) may be writing into this one
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(record, path)
 
 
 def _string(value: object) -> str:

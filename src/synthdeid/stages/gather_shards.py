@@ -3,9 +3,10 @@
 ``synthdeid gather-shards --count N OUT...``: for each artifact ``OUT``, its
 shards beside it (``notes.parquet`` <- ``notes.shard-K-of-N.parquet``) are
 joined: Parquet shards concatenated in shard order, JSON summaries merged
-(counts add up); both only when the shards are one complete set from one
-run. What is checked and why the result equals the unsharded artifact:
-:mod:`synthdeid.shards`.
+(counts add up, derived figures such as rates, a teacher's token ledger and
+the templates' acceptance rates recomputed); both only when the shards are one
+complete set from one run. What is checked and why the result equals the
+unsharded artifact: :mod:`synthdeid.shards`.
 """
 
 from __future__ import annotations
@@ -15,9 +16,14 @@ import logging
 
 from synthdeid.cli_types import output_file, positive_int
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.shards import gather_json, gather_parquet, shard_paths
+from synthdeid.shards import MERGE_RULES, gather_json, gather_parquet, shard_paths
+from synthdeid.synthesis.templates import SHARD_MERGE_RULES as TEMPLATE_MERGE_RULES
+from synthdeid.teacher.outputs import SHARD_MERGE_RULES as TEACHER_MERGE_RULES
 
 log = logging.getLogger(__name__)
+
+# how the sharded steps' JSON merges: counts add up, derived figures are recomputed
+JSON_MERGE_RULES = {**MERGE_RULES, **TEACHER_MERGE_RULES, **TEMPLATE_MERGE_RULES}
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,5 +50,5 @@ def run(args: argparse.Namespace) -> None:
             rows = gather_parquet(shards, output)
             log.info("gathered %d shards, %d rows -> %s", args.count, rows, output)
         else:
-            gather_json(shards, output)
+            gather_json(shards, output, JSON_MERGE_RULES)
             log.info("merged %d shard summaries -> %s", args.count, output)

@@ -7,6 +7,17 @@ attempt, with its status and reason), a summary with the acceptance rate,
 the guard's refusals and token counts, and, local-only, every request that
 went to the backend (the audit trail of what left the step: masked text, but
 text of real notes, so it stays on the machine).
+
+``--shard K/N`` runs only the K-th of N row ranges of the planned jobs (seed x
+variant x copy in plan order; one job per seed for backend ``none``), each one
+row of the templates table, and writes every output as a shard artifact
+(:mod:`synthdeid.shards`) for ``gather-shards`` to join: ``--out``,
+``--summary`` and ``--sent-requests`` are written where given (the workflow
+gives the shard paths; the default sent-requests path is the shard path of
+the unsharded one). Each shard still reads every seed: the validator's
+vocabulary, the guard's PHI surfaces and the stand-in placeholder mix are the
+whole run's, so its rows are those one job writes for its jobs. Shard jobs may
+share ``--cache-dir``: each answer is its own file, written atomically.
 """
 
 from __future__ import annotations
@@ -28,15 +39,27 @@ from synthdeid.llm.guard import GuardedBackend, RequestGuard, load_phi_surfaces
 from synthdeid.local_only import LOCAL_ONLY_METADATA, local_path
 from synthdeid.notes import Note, read_notes
 from synthdeid.runtime import add_runtime_arguments
+from synthdeid.shards import (
+    Shard,
+    shard_argument,
+    shard_metadata,
+    shard_output,
+    shard_table_rows,
+    unsharded_output,
+    with_shard,
+)
 from synthdeid.synthesis.placeholders import iter_placeholders, load_allowlist
 from synthdeid.synthesis.prompts import load_prompt
 from synthdeid.synthesis.templates import (
     GenerationReport,
+    TemplateJob,
     identity_templates,
     llm_templates,
     lowercase_vocabulary,
     plan_jobs,
+    plan_mix,
     records_to_table,
+    seed_jobs,
     sent_requests_table,
 )
 from synthdeid.synthesis.validator import TemplateValidator, ValidatorSettings
@@ -73,6 +96,13 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="local-only Parquet of every request sent (default: local/ beside --out)",
     )
     add_runtime_arguments(parser, threads=False, device=False)
+    parser.add_argument(
+        "--shard",
+        type=shard_argument,
+        default=None,
+        help="K/N: run only the K-th of N row ranges of the planned requests "
+        "(seed x variant x copy), for gather-shards to join",
+    )
 
 
 def check_settings(settings: Mapping[str, Any]) -> None:
@@ -113,7 +143,17 @@ def sample_seeds(seeds: list[Note], size: int, seed: int) -> list[Note]:
     return [note for note in seeds if note.note_id in chosen]
 
 
-def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]]:
+def shard_jobs(jobs: list[TemplateJob], shard: Shard | None) -> list[TemplateJob]:
+    """The planned jobs this run sends: all of them, or its shard's row range."""
+    rows = shard_table_rows(shard, len(jobs))
+    if shard is not None:
+        log.info("shard %s: jobs %d to %d of %d", shard.label, rows.start + 1, rows.stop, len(jobs))
+    return jobs[rows.start : rows.stop]
+
+
+def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any], int]:
+    """The report of this run's jobs (its shard's with ``--shard``), the provenance, and
+    the number of jobs planned (from every seed)."""
     settings = args.settings
     check_settings(settings)
     allowlist = load_allowlist(args.allowlist)
@@ -141,7 +181,8 @@ def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]
     if sample.get("size") is not None:
         extra["seed_sample"] = {"size": int(sample["size"]), "seed": int(sample.get("seed", 0))}
     if backend is None:
-        report = identity_templates(seeds, validator)
+        jobs = seed_jobs(seeds, allowlist)
+        report = identity_templates(shard_jobs(jobs, args.shard), validator)
         extra["backend_description"] = {"backend": "none"}
     else:
         guard = RequestGuard(
@@ -153,10 +194,11 @@ def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]
         guarded = GuardedBackend(backend, guard)
         jobs = plan_jobs(seeds, settings.get("variants", {"standard": 1}), prompt)
         report = llm_templates(
-            jobs,
+            shard_jobs(jobs, args.shard),
             guarded,
             prompt,
             validator,
+            mix=plan_mix(jobs),
             generation=settings.get("generation", {}),
             base_seed=int(settings.get("seed", 0)),
             progress=not args.no_progress,
@@ -165,7 +207,7 @@ def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]
         extra["guard"] = {
             "sent": guarded.sent,
             "refused": guarded.refused,
-            "refusal_reasons": dict(guarded.refusal_reasons),
+            "refusal_reasons": dict(sorted(guarded.refusal_reasons.items())),
         }
     report.extra.update(extra)
     provenance = make_provenance(
@@ -177,19 +219,28 @@ def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]
         },
         {"masked": args.masked, "allowlist": args.allowlist, "prompt": args.prompt},
     )
-    return report, provenance
+    return report, provenance, len(jobs)
+
+
+def sent_requests_path(args: argparse.Namespace) -> Path:
+    """``--sent-requests``, by default local/ beside the (unsharded) ``--out``, at its shard's
+    path with ``--shard`` (where gather-shards looks for it)."""
+    if args.sent_requests is not None:
+        return Path(args.sent_requests)
+    out = unsharded_output(Path(args.out), args.shard)
+    return shard_output(local_path(out, ".sent_requests.parquet"), args.shard)
 
 
 def run(args: argparse.Namespace) -> None:
-    report, provenance = generate(args)
-    write_parquet_atomic(records_to_table(report.records), args.out, provenance)
+    report, provenance, planned = generate(args)
+    metadata = shard_metadata(args.shard, planned)
+    write_parquet_atomic(records_to_table(report.records), args.out, provenance, metadata=metadata)
     sent = sent_requests_table(report.records)
     sent = sent.replace_schema_metadata({**(sent.schema.metadata or {}), **LOCAL_ONLY_METADATA})
-    write_parquet_atomic(
-        sent, args.sent_requests or local_path(args.out, ".sent_requests.parquet"), provenance
-    )
+    write_parquet_atomic(sent, sent_requests_path(args), provenance, metadata=metadata)
     summary = report.summary()
-    write_json_atomic({"summary": summary, "provenance": provenance}, args.summary)
+    body = {"summary": summary, "provenance": provenance}
+    write_json_atomic(with_shard(body, args.shard, planned), args.summary)
     log.info(
         "templates: %d requested, %d accepted (%.1f%%); rejections %s",
         summary["requested"],

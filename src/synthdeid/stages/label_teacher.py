@@ -8,6 +8,13 @@ drops their spans (the teacher never sees gold), runs the teacher
 ``model`` teacher. An ``llm`` teacher's endpoint must be on its
 ``trusted_hosts`` (checked before anything is sent); its answers are cached
 under ``--cache-dir`` (local disk: they hold the note's PHI, like the notes).
+
+``--shard K/N`` labels only the K-th of N row ranges of the *selected* notes
+(those of ``--parts``, in table order), so the shards share the work evenly
+however the parts lie in the table, and writes each file of the folder as a
+shard artifact (``labels.shard-K-of-N.parquet`` ...) for ``gather-shards``
+to join into the folder one job writes (:mod:`synthdeid.shards`). Shard jobs
+may share ``--cache-dir``: each answer is its own file, written atomically.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from synthdeid.cli_types import input_dir, input_file, output_dir
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import Note, read_notes
 from synthdeid.runtime import add_runtime_arguments, set_threads
+from synthdeid.shards import shard_argument, shard_table_rows
 from synthdeid.teacher.ledger import NoteUsage, Pricing, Projection, build_ledger
 from synthdeid.teacher.outputs import write_teacher_outputs
 from synthdeid.teacher.silver import NoteLabels
@@ -74,6 +82,13 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", type=input_dir, default=None, help="LLM answer cache")
     add_runtime_arguments(parser, progress=False)
     parser.add_argument("--out-dir", required=True, type=output_dir)
+    parser.add_argument(
+        "--shard",
+        type=shard_argument,
+        default=None,
+        help="K/N: label only the K-th of N row ranges of the selected notes, "
+        "for gather-shards to join",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -87,9 +102,11 @@ def run(args: argparse.Namespace) -> None:
         args.teacher, settings, model_dir=args.model, cache_dir=args.cache_dir, device=args.device
     )
     try:
-        notes = unlabelled(read_notes(args.notes), args.parts, args.notes)
+        selected = unlabelled(read_notes(args.notes), args.parts, args.notes)
+        rows = shard_table_rows(args.shard, len(selected))
+        notes = selected[rows.start : rows.stop]
         log.info("teacher %s (%s): labelling %d notes", args.teacher, teacher.kind, len(notes))
-        labels = teacher.label(notes)
+        labels = teacher.label(notes) if notes else []  # a shard may hold none
     finally:
         teacher.close()
     ledger = (
@@ -102,7 +119,16 @@ def run(args: argparse.Namespace) -> None:
         {"teacher": args.teacher, "parts": args.parts, "settings": teacher.describe()},
         {"notes": args.notes, **({"model": args.model} if args.model else {})},
     )
-    summary = write_teacher_outputs(args.out_dir, args.teacher, notes, labels, provenance, ledger)
+    summary = write_teacher_outputs(
+        args.out_dir,
+        args.teacher,
+        notes,
+        labels,
+        provenance,
+        ledger,
+        shard=args.shard,
+        input_rows=len(selected),
+    )
     counts = summary["counts"]
     log.info(
         "teacher %s: %d of %d notes silver, %d spans %s; dropped: %d absent (hallucinated), "

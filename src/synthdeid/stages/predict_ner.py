@@ -27,6 +27,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +44,13 @@ from synthdeid.errors import ConfigError
 from synthdeid.ner.ages import drop_young_age_spans
 from synthdeid.notes import NOTES_SCHEMA, Note, iter_notes, note_sources, notes_to_table, splice
 from synthdeid.runtime import add_runtime_arguments, set_threads
-from synthdeid.shards import merge_summaries, shard_argument, shard_table_rows, with_shard
+from synthdeid.shards import (
+    merge_summaries,
+    shard_argument,
+    shard_metadata,
+    shard_table_rows,
+    with_shard,
+)
 from synthdeid.surrogate.keying import SurrogateKey, load_key, refuse_demo_key
 
 if TYPE_CHECKING:
@@ -163,7 +170,8 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--shard",
         type=shard_argument,
         default=None,
-        help="K/N: de-identify only the K-th of N row ranges, for gather-shards to join",
+        help="K/N: de-identify only the K-th of N row ranges (on whole --chunk-notes chunks, so "
+        "the shards compute what one job does), for gather-shards to join",
     )
 
 
@@ -197,7 +205,9 @@ def run(args: argparse.Namespace) -> None:
     if key is not None:  # before the model loads: nothing is done with the demo key
         refuse_demo_key(key, note_sources(args.notes), f"deid --mode surrogate {args.notes}")
     total = open_parquet(args.notes).metadata.num_rows
-    rows = shard_table_rows(args.shard, total)
+    # shard bounds on whole chunks: each chunk is batched as one job batches it
+    shard = None if args.shard is None else replace(args.shard, align=args.chunk_notes)
+    rows = shard_table_rows(shard, total)
     tagger = load_tagger(args.model, device=args.device, precision=args.precision)
     regex = regex_labels_from(args.regex, tagger.settings.regex_detectors)
     params = {
@@ -213,7 +223,7 @@ def run(args: argparse.Namespace) -> None:
         "key_fingerprint": None if key is None else key.fingerprint(),
     }
     provenance = make_provenance("deid", params, {"notes": args.notes})
-    metadata = {} if args.shard is None else args.shard.metadata(total)
+    metadata = shard_metadata(shard, total)
     chunk_stats = []
     parts = set(args.parts)
     with parquet_writer(args.out, NOTES_SCHEMA, provenance, metadata=metadata) as writer:
@@ -239,7 +249,7 @@ def run(args: argparse.Namespace) -> None:
         )
     summary_path = args.summary or args.out.with_suffix(".summary.json")
     body = {"summary": stats, "provenance": provenance}
-    write_json_atomic(with_shard(body, args.shard, total), summary_path)
+    write_json_atomic(with_shard(body, shard, total), summary_path)
     log.info(
         "de-identified %d notes: %d spans (%d from regex, %d young ages dropped)"
         " at %s notes/s -> %s",
@@ -263,9 +273,11 @@ def write_deidentified(
 ) -> None:
     """Stream the written predictions into their redacted or surrogate text.
 
-    Surrogate mode reads the predictions three times: for the predicted
-    labels, for every predicted original (a surrogate never equals another
-    original of its patient), and to replace.
+    Surrogate mode reads the predictions three or four times: for the
+    predicted labels, for every predicted original (a surrogate never equals
+    another original of its patient; a second time when the date shift asks,
+    :meth:`~synthdeid.surrogate.replace.SurrogateReplacer.collect_batches`),
+    and to replace.
     """
     replacer = None
     if mode == "surrogate":
@@ -277,8 +289,7 @@ def write_deidentified(
             span.label for batch in iter_notes(predictions) for n in batch for span in n.spans
         }
         replacer = SurrogateReplacer(key, labels=sorted(labels), consistency=consistency)
-        for batch in iter_notes(predictions):
-            replacer.collect(batch)
+        replacer.collect_batches(lambda: iter_notes(predictions))
     with parquet_writer(out, NOTES_SCHEMA, provenance, metadata=metadata) as writer:
         for batch in iter_notes(predictions):
             if replacer is None:

@@ -11,6 +11,13 @@ accepted or rejected with its reason, becomes one row of the templates table.
 Backend ``none`` sends nothing: every masked seed is its own template (the
 ``seed`` pseudo-variant, copy check off). It exercises everything downstream
 (validator, fill, dedup, screen, pools, diagnostics) without a language model.
+
+The planned jobs (:func:`plan_jobs`, :func:`seed_jobs`) are one row each of
+the templates table, in plan order, so a shard (``generate-templates --shard``)
+runs a row range of them; what a job's answer depends on beyond the job (the
+stand-in placeholder mix, the validator's vocabulary, the guard's surfaces) is
+built from every seed, so a shard's rows are those of the whole run.
+:data:`SHARD_MERGE_RULES` merges the shards' summaries into the whole run's.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ import pyarrow as pa
 
 from synthdeid.llm.base import ChatBackend, ChatFailure, ChatRequest, ChatResponse
 from synthdeid.notes import Note
+from synthdeid.shards import MergeRule, agreed, merge_summaries
+from synthdeid.synthesis.placeholders import PlaceholderAllowlist
 from synthdeid.synthesis.prompts import PromptSpec, Variant, placeholder_mix, seed_variant
 from synthdeid.synthesis.validator import ACCEPTED, REJECTED, TemplateValidator, Verdict, reject
 
@@ -102,7 +111,7 @@ class GenerationReport:
         return {
             "requested": len(self.records),
             "accepted": accepted,
-            "acceptance_rate": accepted / len(self.records) if self.records else None,
+            "acceptance_rate": acceptance_rate(accepted, len(self.records)),
             "rejections": dict(
                 sorted(Counter(r.verdict.reason for r in self.records if r.verdict.reason).items())
             ),
@@ -110,7 +119,7 @@ class GenerationReport:
                 name: {
                     "requested": sum(c.values()),
                     "accepted": c[ACCEPTED],
-                    "acceptance_rate": c[ACCEPTED] / sum(c.values()),
+                    "acceptance_rate": acceptance_rate(c[ACCEPTED], sum(c.values())),
                 }
                 for name, c in sorted(by_variant.items())
             },
@@ -119,6 +128,37 @@ class GenerationReport:
             "cached_responses": sum(r.cached for r in self.records),
             **self.extra,
         }
+
+
+def acceptance_rate(accepted: int, requested: int) -> float | None:
+    """Accepted templates per requested one (None: none requested)."""
+    return accepted / requested if requested else None
+
+
+def _merged_acceptance_rate(values: Sequence[Any], merged: Mapping[str, Any]) -> float | None:
+    return acceptance_rate(merged["accepted"], merged["requested"])
+
+
+def _merged_by_key(key: str) -> MergeRule:
+    """The rule of a ``key`` whose object the step writes sorted by key (counts by reason,
+    by variant): merged, then sorted again, as the whole run writes it."""
+
+    def rule(values: Sequence[Any], merged: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(sorted(merge_summaries(values, key, SHARD_MERGE_RULES).items()))
+
+    return rule
+
+
+# how gather-shards merges the shards' summary.json (synthdeid.shards.merge_summaries):
+# counts add up; rates are recomputed from the summed counts; the settings, the
+# backend and the number of seeds (every shard plans from all of them) agree
+SHARD_MERGE_RULES: Mapping[str, MergeRule] = {
+    "acceptance_rate": _merged_acceptance_rate,
+    "rejections": _merged_by_key("rejections"),
+    "by_variant": _merged_by_key("by_variant"),
+    "refusal_reasons": _merged_by_key("refusal_reasons"),
+    **{key: agreed for key in ("seeds", "seed_sample", "backend", "backend_description")},
+}
 
 
 def template_id(seed_note_id: str, variant: str, copy: int) -> str:
@@ -153,9 +193,16 @@ def lowercase_vocabulary(texts: Iterable[str]) -> set[str]:
     return words
 
 
-def identity_templates(seeds: Sequence[Note], validator: TemplateValidator) -> GenerationReport:
-    """Backend ``none``: each masked seed is validated as its own template."""
-    variant = seed_variant(validator.allowlist)
+def seed_jobs(seeds: Sequence[Note], allowlist: PlaceholderAllowlist) -> list[TemplateJob]:
+    """Backend ``none``'s plan: one job per seed, the seed pseudo-variant, in seed order."""
+    variant = seed_variant(allowlist)
+    return [TemplateJob(template_id(s.note_id, variant.name, 0), s, variant, 0) for s in seeds]
+
+
+def identity_templates(
+    jobs: Sequence[TemplateJob], validator: TemplateValidator
+) -> GenerationReport:
+    """Backend ``none``: each job's masked seed is validated as its own template."""
     # the seed is its own template: the copy check would reject every one
     validator = TemplateValidator(
         validator.allowlist,
@@ -163,11 +210,16 @@ def identity_templates(seeds: Sequence[Note], validator: TemplateValidator) -> G
         replace(validator.settings, max_copied_ngram_share=None),
     )
     report = GenerationReport()
-    for seed in seeds:
-        job = TemplateJob(template_id(seed.note_id, variant.name, 0), seed, variant, 0)
-        verdict = validator.validate_template(seed.text, variant, seed.text)
+    for job in jobs:
+        verdict = validator.validate_template(job.seed.text, job.variant, job.seed.text)
         report.records.append(TemplateRecord(job, verdict))
     return report
+
+
+def plan_mix(jobs: Sequence[TemplateJob]) -> Counter[str]:
+    """The placeholder mix of the planned jobs' seeds, each seed once: what a seed's
+    stand-in placeholder is drawn from (:meth:`Variant.stand_in`)."""
+    return placeholder_mix({job.seed.note_id: job.seed.text for job in jobs}.values())
 
 
 def llm_templates(
@@ -176,6 +228,7 @@ def llm_templates(
     prompt: PromptSpec,
     validator: TemplateValidator,
     *,
+    mix: Mapping[str, int],
     generation: Mapping[str, Any],
     base_seed: int,
     progress: bool = False,
@@ -183,11 +236,11 @@ def llm_templates(
     """Send every job's request through ``backend`` (a guarded one) and validate the answers.
 
     A seed without placeholders asked for a PII-bearing rewrite gets one drawn
-    from the seeds' own label mix (:meth:`Variant.stand_in`).
+    from ``mix``, the seeds' own label mix (:func:`plan_mix` of the whole plan,
+    also when ``jobs`` are a shard of it).
     """
     from synthdeid.llm.base import request_hash
 
-    mix = placeholder_mix({job.seed.note_id: job.seed.text for job in jobs}.values())
     seeds = [job.request_seed(base_seed) for job in jobs]
     requests = [
         prompt.request(

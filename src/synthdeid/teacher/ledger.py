@@ -32,6 +32,10 @@ whole corpus would cost. The rules:
   Each projection carries its cost when pricing is given.
 * No notes give a ledger of zeros and ``None``, not an error.
 
+Every figure derives from a few sums over the notes (:class:`UsageTotals`),
+so the ledgers of a run's shards merge exactly (:func:`merge_ledgers`): their
+sums added, the means, rates, costs and projections recomputed, never added.
+
 SHIELD's tables are reproduced by this arithmetic: 13,000 notes of 1,000
 input and 500 output tokens at $0.15 / $1.25 per million cost $1.95 + $8.125
 = $10.075 (Table 14, $10.08 rounded).
@@ -40,8 +44,8 @@ input and 500 output tokens at $0.15 / $1.25 per million cost $1.95 + $8.125
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, astuple, dataclass
 from typing import Any
 
 from synthdeid.errors import ConfigError
@@ -144,6 +148,53 @@ def _times(rate: float | None, amount: float) -> float | None:
     return None if rate is None else rate * amount
 
 
+@dataclass(frozen=True)
+class UsageTotals:
+    """The sums a ledger is computed from. They add up over notes, so over shards:
+    the ledger of several disjoint sets of notes is that of their summed totals."""
+
+    measured_notes: int
+    measured_input: int
+    measured_output: int
+    measured_characters: int
+    estimated_notes: int
+    partial_counts: int
+    estimated_characters: int
+
+    @classmethod
+    def of(cls, usages: Sequence[NoteUsage]) -> UsageTotals:
+        measured = [u for u in usages if u.has_counts]
+        estimated = [u for u in usages if not u.has_counts]
+        return cls(
+            measured_notes=len(measured),
+            measured_input=sum(u.input_tokens or 0 for u in measured),
+            measured_output=sum(u.output_tokens or 0 for u in measured),
+            measured_characters=sum(u.characters for u in measured),
+            estimated_notes=len(estimated),
+            partial_counts=sum(
+                1 for u in estimated if (u.input_tokens is None) != (u.output_tokens is None)
+            ),
+            estimated_characters=sum(u.characters for u in estimated),
+        )
+
+    @classmethod
+    def of_ledger(cls, ledger: Mapping[str, Any]) -> UsageTotals:
+        """The totals a ledger written by :func:`build_ledger` was computed from."""
+        measured, estimated = ledger["measured"], ledger["estimated"]
+        return cls(
+            measured_notes=measured["notes"],
+            measured_input=measured["input_tokens"],
+            measured_output=measured["output_tokens"],
+            measured_characters=measured["characters"],
+            estimated_notes=estimated["notes"],
+            partial_counts=estimated["partial_counts"],
+            estimated_characters=estimated["characters"],
+        )
+
+    def __add__(self, other: UsageTotals) -> UsageTotals:
+        return UsageTotals(*(a + b for a, b in zip(astuple(self), astuple(other), strict=True)))
+
+
 def build_ledger(
     usages: Sequence[NoteUsage],
     pricing: Pricing | None,
@@ -151,20 +202,56 @@ def build_ledger(
     chars_per_token: float = 4.0,
 ) -> dict[str, Any]:
     """A JSON-ready ledger of the run's tokens and cost and of the projected corpus cost."""
-    _check_number("chars_per_token", chars_per_token, positive=True)
-    measured_notes = [u for u in usages if u.has_counts]
-    estimated_notes = [u for u in usages if not u.has_counts]
+    return ledger_of_totals(UsageTotals.of(usages), pricing, projection, chars_per_token)
 
-    m_input = sum(u.input_tokens or 0 for u in measured_notes)
-    m_output = sum(u.output_tokens or 0 for u in measured_notes)
-    m_chars = sum(u.characters for u in measured_notes)
-    mean_input = _ratio(m_input, len(measured_notes))
-    mean_output = _ratio(m_output, len(measured_notes))
+
+def merge_ledgers(ledgers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ledger of the notes of several ledgers (the shards of one run): their totals
+    added, every mean, rate, cost and projection recomputed from the sums.
+
+    ConfigError unless they share pricing, projection and ``chars_per_token``.
+    """
+    settings = [
+        (ledger["pricing"], ledger["chars_per_token"], _projection_of(ledger)) for ledger in ledgers
+    ]
+    if any(other != settings[0] for other in settings[1:]):
+        raise ConfigError(
+            "shard ledgers differ in pricing, projection or chars_per_token: "
+            "the shards were run with different teacher settings"
+        )
+    pricing, chars_per_token, projection = settings[0]
+    totals = sum((UsageTotals.of_ledger(ledger) for ledger in ledgers), UsageTotals.of([]))
+    return ledger_of_totals(
+        totals, None if pricing is None else Pricing(**pricing), projection, chars_per_token
+    )
+
+
+def _projection_of(ledger: Mapping[str, Any]) -> Projection:
+    notes, characters = (ledger["projection"][key] for key in ("corpus_notes", "corpus_characters"))
+    return Projection(
+        corpus_notes=None if notes is None else notes["notes"],
+        corpus_characters=None if characters is None else characters["characters"],
+    )
+
+
+def ledger_of_totals(
+    totals: UsageTotals,
+    pricing: Pricing | None,
+    projection: Projection,
+    chars_per_token: float = 4.0,
+) -> dict[str, Any]:
+    """The ledger (:func:`build_ledger`) of the notes whose sums are ``totals``."""
+    _check_number("chars_per_token", chars_per_token, positive=True)
+    m_notes, e_notes = totals.measured_notes, totals.estimated_notes
+    m_input, m_output = totals.measured_input, totals.measured_output
+    m_chars = totals.measured_characters
+    mean_input = _ratio(m_input, m_notes)
+    mean_output = _ratio(m_output, m_notes)
     input_per_char = _ratio(m_input, m_chars)
     output_per_char = _ratio(m_output, m_chars)
     output_per_input = _ratio(m_output, m_input)
     measured = {
-        "notes": len(measured_notes),
+        "notes": m_notes,
         "input_tokens": m_input,
         "output_tokens": m_output,
         "characters": m_chars,
@@ -174,23 +261,22 @@ def build_ledger(
         "output_tokens_per_character": output_per_char,
     }
 
-    e_chars = sum(u.characters for u in estimated_notes)
+    e_chars = totals.estimated_characters
     e_input = e_chars / chars_per_token
-    e_output = _times(output_per_input, e_input) if estimated_notes else 0.0
+    e_output = _times(output_per_input, e_input) if e_notes else 0.0
     estimated = {
-        "notes": len(estimated_notes),
-        "partial_counts": sum(
-            1 for u in estimated_notes if (u.input_tokens is None) != (u.output_tokens is None)
-        ),
+        "notes": e_notes,
+        "partial_counts": totals.partial_counts,
         "characters": e_chars,
         "input_tokens": e_input,
         "output_tokens": e_output,
         "input_basis": BASIS_CHARS_PER_TOKEN,
         "output_basis": "measured_output_per_input_token" if output_per_input is not None else None,
     }
+    notes = m_notes + e_notes
     total = {
-        "notes": len(usages),
-        "estimated_notes": len(estimated_notes),
+        "notes": notes,
+        "estimated_notes": e_notes,
         "input_tokens": m_input + e_input,
         "output_tokens": None if e_output is None else m_output + e_output,
     }
@@ -206,13 +292,13 @@ def build_ledger(
     projected: dict[str, Any] = {"corpus_notes": None, "corpus_characters": None}
     if projection.corpus_notes is not None:
         n = projection.corpus_notes
-        if measured_notes:
+        if m_notes:
             basis: str | None = BASIS_MEASURED
             p_input = _times(mean_input, n)
             p_output = _times(mean_output, n)
-        elif usages:
+        elif notes:
             basis = BASIS_CHARS_PER_TOKEN
-            p_input = e_chars / len(usages) / chars_per_token * n
+            p_input = e_chars / notes / chars_per_token * n
             p_output = None
         else:
             basis, p_input, p_output = None, None, None
@@ -241,8 +327,8 @@ def build_ledger(
         }
 
     return {
-        "notes": len(usages),
-        "notes_with_counts": len(measured_notes),
+        "notes": notes,
+        "notes_with_counts": m_notes,
         "characters": m_chars + e_chars,
         "chars_per_token": float(chars_per_token),
         "pricing": None if pricing is None else asdict(pricing),

@@ -24,7 +24,7 @@ One folder per teacher and subset of notes:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,16 @@ from synthdeid.artifacts import (
     write_parquet_atomic,
 )
 from synthdeid.errors import InputError
-from synthdeid.notes import Note, read_notes, write_notes
+from synthdeid.notes import Note, notes_to_table, read_notes
+from synthdeid.shards import (
+    MergeRule,
+    Shard,
+    merge_summaries,
+    shard_metadata,
+    shard_output,
+    with_shard,
+)
+from synthdeid.teacher.ledger import merge_ledgers
 from synthdeid.teacher.silver import COUNT_FIELDS, OK, NoteLabels, ScoredSpan
 
 LABELS = "labels.parquet"
@@ -46,6 +55,7 @@ SPAN_SCORES = "span_scores.parquet"
 METADATA = "metadata.parquet"
 LEDGER = "ledger.json"
 SUMMARY = "summary.json"
+FOLDER_FILES = (LABELS, SILVER, SPAN_SCORES, METADATA, LEDGER, SUMMARY)  # every file above
 
 SPAN_SCORES_SCHEMA = pa.schema(
     [
@@ -130,6 +140,12 @@ def span_scores_table(labels: Sequence[NoteLabels]) -> pa.Table:
     return pa.Table.from_pydict(rows, schema=SPAN_SCORES_SCHEMA)
 
 
+def hallucination_rate(counts: Mapping[str, int]) -> float | None:
+    """Answer strings not found in their note, per entity answered (None: no entity)."""
+    entities = counts.get("entities", 0)
+    return round(counts.get("absent", 0) / entities, 4) if entities else None
+
+
 def summarize(labels: Sequence[NoteLabels]) -> dict[str, Any]:
     """Totals: notes by status, spans by label, every counter, rates that matter."""
     totals = Counter({name: 0 for name in COUNT_FIELDS})
@@ -137,7 +153,6 @@ def summarize(labels: Sequence[NoteLabels]) -> dict[str, Any]:
         totals.update(labelled.counts)
     ok = [lab for lab in labels if lab.ok]
     spans = Counter(s.label for lab in ok for s in lab.spans)
-    entities = totals["entities"]
     return {
         "notes": len(labels),
         "silver_notes": len(ok),
@@ -146,7 +161,7 @@ def summarize(labels: Sequence[NoteLabels]) -> dict[str, Any]:
         "spans": sum(spans.values()),
         "spans_by_label": dict(sorted(spans.items())),
         "counts": dict(totals),
-        "hallucination_rate": round(totals["absent"] / entities, 4) if entities else None,
+        "hallucination_rate": hallucination_rate(totals),
     }
 
 
@@ -157,19 +172,55 @@ def write_teacher_outputs(
     labels: Sequence[NoteLabels],
     provenance: dict[str, Any],
     ledger: dict[str, Any],
+    *,
+    shard: Shard | None = None,
+    input_rows: int = 0,
 ) -> dict[str, Any]:
-    """Write every output of one teacher run (each file atomically); returns the summary."""
+    """Write every output of one teacher run (each file atomically); returns the summary.
+
+    With ``shard`` (of ``input_rows`` notes to label), each file is that shard's
+    artifact, beside the file one job writes (:mod:`synthdeid.shards`).
+    """
     out = Path(out_dir)
+    metadata = shard_metadata(shard, input_rows)
+
+    def place(name: str) -> Path:
+        return shard_output(out / name, shard)
+
+    def write(table: pa.Table, name: str) -> None:
+        write_parquet_atomic(table, place(name), provenance, metadata=metadata)
+
     labelled = labelled_notes(notes, labels, teacher)
     ok_ids = {lab.note_id for lab in labels if lab.ok}
-    write_notes(labelled, out / LABELS, provenance)
-    write_notes([n for n in labelled if n.note_id in ok_ids], out / SILVER, provenance)
-    write_parquet_atomic(span_scores_table(labels), out / SPAN_SCORES, provenance)
-    write_parquet_atomic(metadata_table(notes, labels, teacher), out / METADATA, provenance)
-    write_json_atomic({"ledger": ledger, "provenance": provenance}, out / LEDGER)
+    write(notes_to_table(labelled), LABELS)
+    write(notes_to_table(n for n in labelled if n.note_id in ok_ids), SILVER)
+    write(span_scores_table(labels), SPAN_SCORES)
+    write(metadata_table(notes, labels, teacher), METADATA)
+    body = {"ledger": ledger, "provenance": provenance}
+    write_json_atomic(with_shard(body, shard, input_rows), place(LEDGER))
     summary = {"teacher": teacher, **summarize(labels)}
-    write_json_atomic({"summary": summary, "provenance": provenance}, out / SUMMARY)
+    body = {"summary": summary, "provenance": provenance}
+    write_json_atomic(with_shard(body, shard, input_rows), place(SUMMARY))
     return summary
+
+
+def _merged_hallucination_rate(values: Sequence[Any], merged: Mapping[str, Any]) -> float | None:
+    return hallucination_rate(merged["counts"])
+
+
+def _merged_ledger(values: Sequence[Any], merged: Mapping[str, Any]) -> Any:
+    """An LLM teacher's ledger from the shards' summed totals; the ledger of a teacher
+    without tokens (a note) is the same in every shard."""
+    if all(isinstance(v, dict) and "measured" in v for v in values):
+        return merge_ledgers(values)
+    return merge_summaries(values, "ledger")
+
+
+# how gather-shards merges a teacher folder's JSON (synthdeid.shards.merge_summaries)
+SHARD_MERGE_RULES: Mapping[str, MergeRule] = {
+    "hallucination_rate": _merged_hallucination_rate,
+    "ledger": _merged_ledger,
+}
 
 
 def read_teacher_outputs(out_dir: str | Path) -> tuple[list[Note], dict[str, NoteLabels]]:

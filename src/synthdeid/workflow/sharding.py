@@ -18,7 +18,12 @@ from synthdeid.errors import ConfigError
 from synthdeid.shards import Shard, shard_path
 
 # the rules that can run sharded, each with a gather rule named gather_<rule>
-SHARDED_RULES: tuple[str, ...] = ("replace_surrogates", "predict_ner")
+SHARDED_RULES: tuple[str, ...] = (
+    "replace_surrogates",
+    "predict_ner",
+    "label_teacher",
+    "generate_templates",
+)
 SHARD_WILDCARD = "{shard}"
 SHARD_PATTERN = r"[0-9]+-of-[0-9]+"
 
