@@ -51,6 +51,21 @@ def test_the_default_and_the_physionet_config_are_valid() -> None:
     validate(merged(physionet), str(SCHEMA))
 
 
+@pytest.mark.parametrize(
+    "overlays",
+    [
+        ["physionet-study.yaml"],
+        ["physionet-study.yaml", "physionet-study-cpu.yaml"],
+        ["physionet-deploy-cpu.yaml"],
+    ],
+)
+def test_the_physionet_overlays_are_valid(overlays: list[str]) -> None:
+    config = merged(yaml.safe_load((REPO / "config" / "physionet.yaml").read_text("utf-8")))
+    for name in overlays:
+        update_config(config, yaml.safe_load((REPO / "config" / name).read_text("utf-8")))
+    validate(config, str(SCHEMA))
+
+
 def test_noise_multiplier_with_the_inherited_target_epsilon_is_refused() -> None:
     # config.yaml sets target_epsilon; a named config setting noise_multiplier inherits it
     message = refusal(privacy(noise_multiplier=1.0))
