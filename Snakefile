@@ -32,6 +32,8 @@ include: "workflow/rules/environment.smk"
 localrules:
     all,
     study,
+    archive,
+    archive_run,
     compare_ner,
     tabulate_study,
     compare_teacher,

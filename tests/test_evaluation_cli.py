@@ -490,6 +490,7 @@ def test_study_cells_are_written_exactly() -> None:
     def row(arm: str, reference: bool, **figures: Any) -> dict[str, Any]:
         out: dict[str, Any] = {"arm": arm, "reference": reference, "seeds": 2}
         out |= {"train_notes": 120.0, "synthetic_share": 1 / 6, "epsilon": None}
+        out |= {"train_wall_min": figures.get("wall"), "train_cpu_min": figures.get("cpu")}
         keys = ("mean", "sd", "ci_lo", "ci_hi", "diff", "diff_lo", "diff_hi", "p_bonferroni")
         for metric in ARM_METRICS:
             out |= {f"{metric}_{key}": figures.get(key) for key in keys}
@@ -499,8 +500,8 @@ def test_study_cells_are_written_exactly() -> None:
     defined = {"mean": 0.5, "sd": 0.1, "ci_lo": 0.4, "ci_hi": 0.6, "diff": 0.25}
     defined |= {"diff_lo": -0.125, "diff_hi": 0.5, "p_bonferroni": 0.0, "significant": True}
     rows = [
-        row("real", True, mean=0.5, sd=None, ci_lo=None, ci_hi=None),
-        row("dp", False, **defined),
+        row("real", True, mean=0.5, sd=None, ci_lo=None, ci_hi=None, wall=20.25, cpu=38.0),
+        row("dp", False, **defined, wall=19.0),
         row("none", False),
     ]
     comparison = {
@@ -510,14 +511,14 @@ def test_study_cells_are_written_exactly() -> None:
     }
     lines = study_markdown(rows, comparison, "Study").splitlines()
     n_metrics, n_deltas = len(ARM_METRICS), len(FOREST_METRICS)
-    assert lines[-4] == "|" + "---|" * (5 + n_metrics + n_deltas)
+    assert lines[-4] == "|" + "---|" * (6 + n_metrics + n_deltas)
     assert lines[-3] == (
-        "| real (reference) | 2 | 120 | 16.7% | n/a | "
+        "| real (reference) | 2 | 120 | 16.7% | n/a | 20.2 (38.0) | "
         + " | ".join(["0.500 [n/a]"] * n_metrics + ["(reference)"] * n_deltas)
         + " |"
     )
     assert lines[-2] == (
-        "| dp | 2 | 120 | 16.7% | n/a | "
+        "| dp | 2 | 120 | 16.7% | n/a | 19.0 (n/a) | "
         + " | ".join(
             ["0.500 +- 0.100 [0.400, 0.600]"] * n_metrics
             + ["+0.250 [-0.125, +0.500] p<0.0050 *"] * n_deltas
@@ -525,5 +526,7 @@ def test_study_cells_are_written_exactly() -> None:
         + " |"
     )
     assert lines[-1] == (
-        "| none | 2 | 120 | 16.7% | n/a | " + " | ".join(["n/a"] * (n_metrics + n_deltas)) + " |"
+        "| none | 2 | 120 | 16.7% | n/a | n/a | "
+        + " | ".join(["n/a"] * (n_metrics + n_deltas))
+        + " |"
     )

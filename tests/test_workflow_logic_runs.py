@@ -228,10 +228,12 @@ def test_compare_arguments_without_arms_end_with_the_runs() -> None:
 def test_the_study_reads_mixtures_and_the_dp_privacy_where_used(table: NerRuns) -> None:
     inputs = ner_inputs.study_inputs(table, "demo")
     assert inputs["mixture_real"] == "results/build_mixture/demo/real/summary.json"
+    assert inputs["benchmark_real"] == "benchmarks/train_ner/demo/real.tsv"
     assert inputs["privacy"] == "results/train_dp_lm/demo/dp/privacy.json"
     assert "mixture_both" not in inputs and "mixture_lex" not in inputs
     words = shlex.split(ner_inputs.study_arguments(table, inputs))
     assert words.count("--mixture") == len(table.trained)
+    assert words.count("--benchmark") == len(table.trained)
     assert words.count("--privacy") == 4
     assert "dplm-syn25-seed1=results/train_dp_lm/demo/dp/privacy.json" in words
     plain = NerRuns.from_config(ner(REAL))
@@ -239,4 +241,28 @@ def test_the_study_reads_mixtures_and_the_dp_privacy_where_used(table: NerRuns) 
     assert "privacy" not in plain_inputs
     assert ner_inputs.study_arguments(plain, plain_inputs) == (
         "--mixture real=results/build_mixture/demo/real/summary.json"
+        " --benchmark real=benchmarks/train_ner/demo/real.tsv"
     )
+
+
+def test_a_run_is_archived_with_what_it_has(table: NerRuns) -> None:
+    """archive_run reads a trained run's mixture and benchmark, the DP record only where
+    its data passed through the DP model, and records the MD5 of the run's configuration."""
+    trained = ner_inputs.archive_inputs(table, "demo", "real")
+    assert trained == {
+        "evaluation": "results/evaluate_ner/demo/real/metrics.json",
+        "mixture": "results/build_mixture/demo/real/summary.json",
+        "benchmark": "benchmarks/train_ner/demo/real.tsv",
+    }
+    words = shlex.split(ner_inputs.archive_arguments(table, "real", trained))
+    assert words[:4] == ["--arm", "real", "--evaluation", "results/evaluate_ner/demo/real"]
+    assert "--privacy" not in words
+    digest = words[words.index("--config-md5") + 1]
+    assert len(digest) == 32
+    dp = ner_inputs.archive_inputs(table, "demo", "dplm-syn25-seed1")
+    assert dp["privacy"] == "results/train_dp_lm/demo/dp/privacy.json"
+    dp_words = shlex.split(ner_inputs.archive_arguments(table, "dplm-syn25-seed1", dp))
+    assert dp_words[1] == table.runs["dplm-syn25-seed1"]["arm"]
+    assert dp_words[dp_words.index("--config-md5") + 1] != digest
+    untrained = next(run for run in table.runs if run not in table.trained)
+    assert set(ner_inputs.archive_inputs(table, "demo", untrained)) <= {"evaluation", "privacy"}

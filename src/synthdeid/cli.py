@@ -162,6 +162,10 @@ STAGES: dict[str, Stage] = {
             "Compare evaluated NER runs: a table with intervals and paired tests (compare-ner).",
         ),
         Stage(
+            "archive-run",
+            "Archive what a study table needs of a run, small enough to commit (archive-run).",
+        ),
+        Stage(
             "tabulate-study",
             "The study table and forest plot: every arm against the reference arm (tabulate-study).",
         ),

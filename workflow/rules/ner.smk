@@ -455,6 +455,30 @@ rule compare_ner:
         " --out-dir {params.out_dir:q}"
 
 
+rule archive_run:
+    """What the study table needs of a run, small enough to commit (docs/stages/ner.md).
+
+    The run's per-document counts (note ids hashed), its arm, mixture sizes,
+    DP budget and train time, in one folder; compare-ner --archive and
+    tabulate-study --archive rebuild the table from such folders alone.
+    """
+    input:
+        unpack(lambda w: ner_inputs.archive_inputs(RUNS, w.corpus, w.run)),
+    output:
+        per_document="results/archive_run/{corpus}/{run}/per_document.parquet",
+        record="results/archive_run/{corpus}/{run}/run.json",
+    log:
+        "logs/archive_run/{corpus}/{run}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        arguments=lambda w, input: ner_inputs.archive_arguments(RUNS, w.run, input),
+        out_dir=folder_of("record"),
+    shell:
+        "synthdeid --log {log:q} archive-run --run {wildcards.run:q} {params.arguments}"
+        " --out-dir {params.out_dir:q}"
+
+
 rule tabulate_study:
     """The study table and forest plot: every arm against the reference arm.
 
@@ -502,3 +526,9 @@ rule study:
     input:
         f"results/tabulate_study/{CORPUS}/study.md",
         f"results/tabulate_study/{CORPUS}/study.png",
+
+
+rule archive:
+    """Target: every run of the configured corpus archived (snakemake archive)."""
+    input:
+        expand(f"results/archive_run/{CORPUS}/{{run}}/run.json", run=list(RUNS.runs)),

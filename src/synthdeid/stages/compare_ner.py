@@ -20,6 +20,10 @@ Runs of one configuration with several training seeds form an *arm*
 summarize each arm over its seeds (mean +- SD, t-interval, document bootstrap
 interval) and arm_tests.csv tests each arm against the reference run's arm
 by the two-level paired bootstrap of :mod:`synthdeid.evaluation.arms`.
+
+``--archive DIR`` adds every run of an archive written by archive-run, with
+its arm (:mod:`synthdeid.evaluation.archive`): the comparison of a study whose
+models are gone.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from synthdeid.artifacts import atomic_text, write_json_atomic
-from synthdeid.cli_types import name_pair, named_input_dir, output_dir, positive_int
+from synthdeid.cli_types import input_dir, name_pair, named_input_dir, output_dir, positive_int
+from synthdeid.errors import ConfigError
+from synthdeid.evaluation.archive import read_archive
 from synthdeid.evaluation.arms import ArmTest
 from synthdeid.evaluation.bootstrap import bootstrap_metrics, paired_bootstrap_test
 from synthdeid.evaluation.compare import (
@@ -60,10 +66,16 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--run",
         dest="runs",
         action="append",
-        required=True,
+        default=[],
         type=named_input_dir,
         metavar="NAME=DIR",
         help="an evaluate-ner output folder and its name (repeat for each run)",
+    )
+    parser.add_argument(
+        "--archive",
+        type=input_dir,
+        default=None,
+        help="a folder of archive-run folders: every run in it, with its arm",
     )
     parser.add_argument(
         "--arm",
@@ -100,7 +112,19 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_archived_runs(args: argparse.Namespace) -> None:
+    """Append the runs of ``--archive`` (and their arms) to ``--run`` / ``--arm``."""
+    if args.archive is not None:
+        for archived in read_archive(args.archive):
+            args.runs.append((archived.name, archived.folder))
+            if archived.arm != archived.name:
+                args.arms.append((archived.name, archived.arm))
+    if not args.runs:
+        raise ConfigError("no run to compare: give --run NAME=DIR or --archive DIR")
+
+
 def run(args: argparse.Namespace) -> None:
+    add_archived_runs(args)
     reference = args.reference or args.runs[0][0]
     tables = load_runs(args.runs, reference)
     ref = tables[reference]

@@ -4,7 +4,9 @@ Reads compare-ner's ``comparison.json`` (arms over training seeds, two-level
 paired bootstrap tests; :mod:`synthdeid.evaluation.arms`), each run's
 build-mixture ``summary.json`` (training notes, realized synthetic share) and,
 for arms whose data passed through the DP language model (its pools or
-``tapt: dplm``), that model's ``privacy.json`` (epsilon, delta). Writes
+``tapt: dplm``), that model's ``privacy.json`` (epsilon, delta), and each
+run's ``train_ner`` benchmark file (wall and CPU time of its training); or all
+of these from an archive written by archive-run (``--archive``). Writes
 study.csv, study.md and study.html (one row per arm; the HTML page is the
 report's table) and study.png (the differences from the reference arm in
 span-overlap F1 and document leakage, with their intervals).
@@ -16,19 +18,26 @@ non-DP arm) are empty in the CSV and ``n/a`` in the table, never 0.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from synthdeid.artifacts import atomic_text
-from synthdeid.cli_types import input_file, named_input_file, output_dir
+from synthdeid.cli_types import input_dir, input_file, named_input_file, output_dir
 from synthdeid.errors import InputError
+from synthdeid.evaluation.archive import (
+    TrainTime,
+    read_archive,
+    read_json,
+    read_privacy,
+    read_sizes,
+    read_train_time,
+)
 from synthdeid.evaluation.arms import ARM_METRICS
 from synthdeid.figures import PALETTE, mark_undefined, pyplot, save_figure
-from synthdeid.ner.mixtures import read_mixture_summary
 from synthdeid.reporting import (
     NOT_AVAILABLE,
     bounds_text,
@@ -65,43 +74,6 @@ SIGNIFICANT_COLOR = PALETTE["blue"]
 NOT_SIGNIFICANT_COLOR = PALETTE["grey"]
 
 
-def read_json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(path, None, f"cannot read the {what}: {exc}") from None
-    if not isinstance(document, dict):
-        raise InputError(path, None, f"the {what} is not a JSON object")
-    return document
-
-
-MIXTURE_FIELDS = ("n_train_total", "realized_synthetic_fraction")
-PRIVACY_FIELDS = ("epsilon", "delta")
-
-
-def read_sizes(path: Path) -> dict[str, Any]:
-    """The sizes the study table reads from a build-mixture summary."""
-    summary = read_mixture_summary(path)
-    if any(key not in summary for key in MIXTURE_FIELDS):
-        raise InputError(
-            path,
-            None,
-            f"not a build-mixture summary: no {' / '.join(MIXTURE_FIELDS)}",
-            "pass the summary.json that build-mixture wrote",
-        )
-    return summary
-
-
-def read_privacy(path: Path) -> dict[str, Any]:
-    """The budget a train-dp-lm privacy.json records."""
-    record = read_json(path, "privacy record")
-    if any(key not in record for key in PRIVACY_FIELDS):
-        raise InputError(
-            path, None, "not a train-dp-lm privacy record: no epsilon / delta", "pass privacy.json"
-        )
-    return record
-
-
 def arm_of_runs(comparison: dict[str, Any], path: Path) -> dict[str, str]:
     if "arms" not in comparison or "arm_tests" not in comparison:
         raise InputError(
@@ -118,8 +90,11 @@ def study_rows(
     comparison: dict[str, Any],
     mixtures: dict[str, dict[str, Any]],
     privacy: dict[str, dict[str, Any]],
+    train: Mapping[str, TrainTime] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per arm: sizes, epsilon, seed statistics and the test against the reference."""
+    """One row per arm: sizes, epsilon, train time, seed statistics and the test against the
+    reference. Train minutes are the mean over the arm's runs with a benchmark (None: none)."""
+    train = train or {}
     reference = comparison["reference_arm"]
     tests = {(t["arm"], t["metric"]): t for t in comparison["arm_tests"]}
     rows = []
@@ -128,6 +103,8 @@ def study_rows(
         runs = entry["runs"]
         summaries = [mixtures[run] for run in runs if run in mixtures]
         budgets = [privacy[run] for run in runs if run in privacy]
+        times = [train[run] for run in runs if run in train]
+        cpu = [t.cpu_s for t in times if t.cpu_s is not None]
         row: dict[str, Any] = {
             "arm": arm,
             "reference": arm == reference,
@@ -136,6 +113,10 @@ def study_rows(
             "synthetic_share": mean_or_none([s["realized_synthetic_fraction"] for s in summaries]),
             "epsilon": budgets[0]["epsilon"] if budgets else None,
             "delta": budgets[0]["delta"] if budgets else None,
+            "train_wall_min": mean_or_none([t.wall_s / 60 for t in times]),
+            "train_cpu_min": mean_or_none([c / 60 for c in cpu])
+            if len(cpu) == len(times)
+            else None,
         }
         for metric in ARM_METRICS:
             values = entry["metrics"][metric]
@@ -176,6 +157,14 @@ def delta_cell(row: dict[str, Any], metric: str, n_resamples: int) -> str:
     return f"{interval_text(diff, lo, hi, '+.3f')} {p}{mark}"
 
 
+def train_cell(row: dict[str, Any]) -> str:
+    """Mean wall minutes of training per run, CPU minutes in brackets; n/a where unmeasured."""
+    wall = row.get("train_wall_min")
+    if is_undefined(wall):
+        return NOT_AVAILABLE
+    return f"{wall:.1f} ({number_or_na(row.get('train_cpu_min'), '.1f')})"
+
+
 def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title: str) -> str:
     reference = comparison["reference_arm"]
     n_notes = next(iter(comparison["runs"].values()))["counts"]["n_notes"]
@@ -187,11 +176,13 @@ def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title
         f"of the mean]. Differences from {reference}: two-level paired bootstrap over documents "
         "and training seeds, 95% interval, p Bonferroni-adjusted across arms (* below 0.05). "
         "Span metrics: overlap matching; leakage: share of notes with a gold span that no "
-        "prediction of its own label overlaps (label-consistent). Train notes and synthetic share as realized by build_mixture; epsilon of "
-        "the DP language model where the arm's data passed through it.",
+        "prediction of its own label overlaps (label-consistent). Train notes and synthetic share "
+        "as realized by build_mixture; epsilon of the DP language model where the arm's data "
+        "passed through it; train min: wall minutes of train_ner per run (CPU minutes), mean "
+        "over the arm's seeds.",
         "",
     ]
-    header = ["arm", "seeds", "train notes", "synthetic share", "epsilon"]
+    header = ["arm", "seeds", "train notes", "synthetic share", "epsilon", "train min (CPU)"]
     header += [METRIC_TITLES[m] for m in ARM_METRICS]
     header += [f"delta {METRIC_TITLES[m]}" for m in FOREST_METRICS]
     lines += markdown_table(
@@ -203,6 +194,7 @@ def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title
                 number_or_na(row["train_notes"], ".0f"),
                 percent(row["synthetic_share"]),
                 number_or_na(row["epsilon"], ".2f"),
+                train_cell(row),
                 *(metric_cell(row, m) for m in ARM_METRICS),
                 *(delta_cell(row, m, comparison["n_resamples"]) for m in FOREST_METRICS),
             ]
@@ -285,6 +277,21 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="RUN=PRIVACY",
         help="the privacy.json of the DP model a run's data passed through (repeat)",
     )
+    parser.add_argument(
+        "--benchmark",
+        dest="benchmarks",
+        action="append",
+        default=[],
+        type=named_input_file,
+        metavar="RUN=TSV",
+        help="a run's train_ner benchmark file: its wall and CPU time (repeat)",
+    )
+    parser.add_argument(
+        "--archive",
+        type=input_dir,
+        default=None,
+        help="a folder of archive-run folders: sizes, budgets and train times of its runs",
+    )
     parser.add_argument("--title", default="Synthetic data arms against the reference")
     parser.add_argument("--out-dir", required=True, type=output_dir, help="folder for the outputs")
 
@@ -292,7 +299,8 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     comparison = read_json(args.comparison, "comparison")
     runs = arm_of_runs(comparison, args.comparison)
-    for kind, pairs in (("--mixture", args.mixtures), ("--privacy", args.privacy)):
+    named = (("--mixture", args.mixtures), ("--privacy", args.privacy))
+    for kind, pairs in (*named, ("--benchmark", args.benchmarks)):
         for name, path in pairs:
             if name not in runs:
                 raise InputError(
@@ -300,7 +308,18 @@ def run(args: argparse.Namespace) -> None:
                 )
     mixtures = {name: read_sizes(path) for name, path in args.mixtures}
     privacy = {name: read_privacy(path) for name, path in args.privacy}
-    rows = study_rows(comparison, mixtures, privacy)
+    train = {name: read_train_time(path) for name, path in args.benchmarks}
+    if args.archive is not None:
+        for archived in read_archive(args.archive):
+            if archived.name not in runs:
+                continue  # an archive may hold more runs than one comparison
+            if archived.mixture is not None:
+                mixtures[archived.name] = archived.mixture
+            if archived.privacy is not None:
+                privacy[archived.name] = archived.privacy
+            if archived.train is not None:
+                train[archived.name] = archived.train
+    rows = study_rows(comparison, mixtures, privacy, train)
     out: Path = args.out_dir
     write_csv(rows, list(rows[0]), out / STUDY_CSV)
     markdown = study_markdown(rows, comparison, args.title)

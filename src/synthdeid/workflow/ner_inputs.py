@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shlex
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -123,17 +125,61 @@ def cross_arguments(
     return " ".join(arguments)
 
 
+def train_benchmark(corpus: str, run: str) -> str:
+    """The benchmark file of a run's train_ner job (wall and CPU time)."""
+    return f"benchmarks/train_ner/{corpus}/{run}.tsv"
+
+
+def privacy_file(corpus: str) -> str:
+    """The privacy record of the DP language model (epsilon, delta)."""
+    return f"results/train_dp_lm/{corpus}/dp/privacy.json"
+
+
 def study_inputs(runs: NerRuns, corpus: str) -> dict[str, str]:
-    """Each trained run's mixture summary, and the DP model's privacy record where used."""
+    """Each trained run's mixture summary and train benchmark, and the DP model's privacy
+    record where used."""
     inputs = {f"mixture_{run}": mixture_file(corpus, run, "summary.json") for run in runs.trained}
+    inputs |= {f"benchmark_{run}": train_benchmark(corpus, run) for run in runs.trained}
     if runs.dp_model_runs():
-        inputs["privacy"] = f"results/train_dp_lm/{corpus}/dp/privacy.json"
+        inputs["privacy"] = privacy_file(corpus)
     return inputs
 
 
 def study_arguments(runs: NerRuns, inputs: Mapping[str, str]) -> str:
-    """--mixture RUN=SUMMARY per trained run, --privacy RUN=PRIVACY per DP-model run."""
+    """--mixture and --benchmark per trained run, --privacy RUN=PRIVACY per DP-model run."""
     return joined(
         flags("--mixture", ((run, inputs[f"mixture_{run}"]) for run in runs.trained)),
+        flags("--benchmark", ((run, inputs[f"benchmark_{run}"]) for run in runs.trained)),
         flags("--privacy", ((run, inputs["privacy"]) for run in runs.dp_model_runs())),
+    )
+
+
+def archive_inputs(runs: NerRuns, corpus: str, run: str) -> dict[str, str]:
+    """What archive_run reads of a run: its evaluation, and where it has them its mixture
+    summary, train benchmark and the DP model's privacy record."""
+    inputs = {"evaluation": metrics_file(corpus, run)}
+    if run in runs.trained:
+        inputs["mixture"] = mixture_file(corpus, run, "summary.json")
+        inputs["benchmark"] = train_benchmark(corpus, run)
+    if run in runs.dp_model_runs():
+        inputs["privacy"] = privacy_file(corpus)
+    return inputs
+
+
+def archive_arguments(runs: NerRuns, run: str, inputs: Mapping[str, str]) -> str:
+    """archive-run's --arm, --evaluation and the optional inputs, and --config-md5: the MD5
+    of the run's expanded configuration, so archives of one run from two configurations
+    can be told apart."""
+    entry = runs.runs[run]
+    digest = hashlib.md5(json.dumps(entry, sort_keys=True).encode()).hexdigest()
+    optional = [
+        f"--{name} {shlex.quote(inputs[name])}"
+        for name in ("mixture", "benchmark", "privacy")
+        if name in inputs
+    ]
+    return joined(
+        f"--arm {shlex.quote(entry.get(ARM) or run)}",
+        f"--evaluation {shlex.quote(parent(inputs['evaluation']))}",
+        *optional,
+        f"--config-md5 {digest}",
     )

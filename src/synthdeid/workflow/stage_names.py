@@ -31,7 +31,7 @@ RULE_VARIANTS: dict[str, str] = {
 GATHER_RULES: dict[str, str] = {f"gather_{rule}": rule for rule in SHARDED_RULES}
 GATHER_STAGE = "gather-shards"
 # rules that run no command: they only ask for other rules' outputs
-AGGREGATE_RULES: tuple[str, ...] = ("study", "all")
+AGGREGATE_RULES: tuple[str, ...] = ("study", "archive", "all")
 # stages run by hand, never by a rule
 CLI_ONLY_STAGES: tuple[str, ...] = ("make-demo", "serve-llm")
 

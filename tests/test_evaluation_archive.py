@@ -1,0 +1,169 @@
+"""archive-run, and compare-ner / tabulate-study reading an archive instead of live runs."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from synthdeid.cli import main
+from synthdeid.errors import InputError
+from synthdeid.evaluation.archive import (
+    RUN_RECORD,
+    hashed_note_id,
+    read_archive,
+    read_train_time,
+)
+from synthdeid.evaluation.report import PER_DOCUMENT, read_per_document
+from test_evaluation_cli import compare, evaluate, mixture_summary, tables  # noqa: F401
+
+BENCHMARK_HEADER = (
+    "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time"
+)
+
+
+def benchmark(path: Path, wall: str, cpu: str) -> Path:
+    """A Snakemake benchmark file as the benchmark directive writes it."""
+    path.write_text(f"{BENCHMARK_HEADER}\n{wall}\t0:20:00\t900\t1\t1\t1\t0\t0\t180\t{cpu}\n")
+    return path
+
+
+def archive(out: Path, run: str, evaluation: Path, *extra: str) -> int:
+    argv = ["archive-run", "--run", run, "--evaluation", str(evaluation), "--out-dir", str(out)]
+    return main([*argv, *extra])
+
+
+@pytest.fixture
+def evaluations(tables: dict[str, Path], tmp_path: Path) -> dict[str, Path]:  # noqa: F811
+    evaluate(tables["gold"], tables["weak"], tmp_path / "weak")
+    evaluate(tables["gold"], tables["perfect"], tmp_path / "perfect")
+    return {"weak": tmp_path / "weak", "perfect": tmp_path / "perfect"}
+
+
+def test_train_time_is_read_from_a_benchmark_file(tmp_path: Path) -> None:
+    time = read_train_time(benchmark(tmp_path / "b.tsv", "1200.5", "2301.0"))
+    assert (time.wall_s, time.cpu_s) == (1200.5, 2301.0)
+    assert read_train_time(benchmark(tmp_path / "na.tsv", "60", "NA")).cpu_s is None
+    (tmp_path / "bad.tsv").write_text("x\ty\n1\t2\n")
+    with pytest.raises(InputError, match="no 's' column"):
+        read_train_time(tmp_path / "bad.tsv")
+    (tmp_path / "text.tsv").write_text(f"{BENCHMARK_HEADER}\nabc\t0\t0\t0\t0\t0\t0\t0\t0\t1\n")
+    with pytest.raises(InputError, match="line 2"):
+        read_train_time(tmp_path / "text.tsv")
+
+
+def test_an_archived_run_keeps_counts_sizes_budget_and_time_but_no_note_id(
+    evaluations: dict[str, Path], tmp_path: Path
+) -> None:
+    privacy = tmp_path / "privacy.json"
+    privacy.write_text(json.dumps({"epsilon": 3.99, "delta": 1e-4, "noise_multiplier": 0.9}))
+    out = tmp_path / "archive" / "dp-seed1"
+    extra = ["--arm", "dp", "--mixture", str(mixture_summary(tmp_path / "m.json", 120, 20))]
+    extra += [
+        "--privacy",
+        str(privacy),
+        "--benchmark",
+        str(benchmark(tmp_path / "b.tsv", "90", "170")),
+    ]
+    extra += ["--config-md5", "0" * 32]
+    assert archive(out, "dp-seed1", evaluations["perfect"], *extra) == 0
+    assert {p.name for p in out.iterdir()} == {PER_DOCUMENT, RUN_RECORD}
+    record = json.loads((out / RUN_RECORD).read_text())
+    assert record["run"] == "dp-seed1" and record["arm"] == "dp"
+    assert record["mixture"]["n_train_total"] == 120
+    assert record["mixture"]["realized_synthetic_fraction"] == pytest.approx(20 / 120)
+    assert record["mixture"]["regime"] is None  # not in this summary: null, never invented
+    assert record["privacy"] == {"epsilon": 3.99, "delta": 1e-4}
+    assert record["train"] == {"wall_s": 90.0, "cpu_s": 170.0}
+    assert record["provenance"]["params"]["config_md5"] == "0" * 32
+    live = read_per_document(evaluations["perfect"] / PER_DOCUMENT)
+    archived = read_per_document(out / PER_DOCUMENT)
+    assert archived.note_ids == tuple(hashed_note_id(n) for n in live.note_ids)
+    assert not set(archived.note_ids) & set(live.note_ids)
+    assert (archived.values == live.values).all()
+    (run,) = read_archive(tmp_path / "archive")
+    assert (run.name, run.arm, run.train and run.train.cpu_s) == ("dp-seed1", "dp", 170.0)
+
+
+def test_archive_run_refuses_bad_input_and_writes_nothing(
+    evaluations: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "archive" / "weak"
+    assert archive(out, "other", evaluations["weak"]) == 2  # folder not named after the run
+    assert archive(out, "weak", evaluations["weak"], "--config-md5", "xyz") == 2
+    flat = tmp_path / "flat.json"
+    flat.write_text(json.dumps({"n_train_total": 10}))
+    assert archive(out, "weak", evaluations["weak"], "--mixture", str(flat)) == 2
+    assert not out.exists()
+
+
+def test_read_archive_names_the_folder_and_the_problem(
+    evaluations: dict[str, Path], tmp_path: Path
+) -> None:
+    root = tmp_path / "archive"
+    assert archive(root / "weak", "weak", evaluations["weak"]) == 0
+    record = json.loads((root / "weak" / RUN_RECORD).read_text())
+    assert record["mixture"] is None and record["train"] is None and record["arm"] == "weak"
+    moved = root / "renamed"
+    (root / "weak").rename(moved)
+    with pytest.raises(InputError, match="records run 'weak' in folder 'renamed'"):
+        read_archive(root)
+    moved.rename(root / "weak")
+    (root / "weak" / RUN_RECORD).write_text(json.dumps({**record, "format": "other/1"}))
+    with pytest.raises(InputError, match="not an archived run record"):
+        read_archive(root)
+    (root / "empty").mkdir()
+    with pytest.raises(InputError, match=r"without run\.json"):
+        read_archive(root)
+
+
+def test_the_study_from_an_archive_equals_the_study_from_the_runs(
+    evaluations: dict[str, Path], tmp_path: Path
+) -> None:
+    """compare-ner --archive / tabulate-study --archive give the live runs' numbers."""
+    runs = {"real-seed1": "weak", "real-seed2": "perfect", "dp-seed1": "perfect"}
+    arms = {"real-seed1": "real", "real-seed2": "real", "dp-seed1": "dp"}
+    sizes = {"real-seed1": (100, 0), "real-seed2": (100, 0), "dp-seed1": (120, 20)}
+    times = {"real-seed1": ("60", "100"), "real-seed2": ("120", "200"), "dp-seed1": ("90", "NA")}
+    root = tmp_path / "archive"
+    live: list[str] = []
+    for run, evaluation in runs.items():
+        summary = mixture_summary(tmp_path / f"{run}.json", *sizes[run])
+        bench = benchmark(tmp_path / f"{run}.tsv", *times[run])
+        extra = ["--arm", arms[run], "--mixture", str(summary), "--benchmark", str(bench)]
+        assert archive(root / run, run, evaluations[evaluation], *extra) == 0
+        live += ["--mixture", f"{run}={summary}", "--benchmark", f"{run}={bench}"]
+    pairs = [f"{run}={evaluations[e]}" for run, e in runs.items()]
+    arm_flags = tuple(f"{run}={arm}" for run, arm in arms.items())
+    assert compare(tmp_path / "c_live", *pairs, reference="real-seed1", arms=arm_flags) == 0
+    argv = ["compare-ner", "--archive", str(root), "--reference", "real-seed1"]
+    assert main([*argv, "--resamples", "200", "--out-dir", str(tmp_path / "c_arch")]) == 0
+    # the same rows; their order follows the runs' (the archive lists them by name)
+    for name in ("arms.csv", "arm_tests.csv"):
+        live_rows = (tmp_path / "c_live" / name).read_text().splitlines()
+        archive_rows = (tmp_path / "c_arch" / name).read_text().splitlines()
+        assert live_rows[0] == archive_rows[0] and sorted(live_rows) == sorted(archive_rows)
+
+    def tabulate(comparison: Path, out: Path, *extra: str) -> list[dict[str, str]]:
+        argv = ["tabulate-study", "--comparison", str(comparison / "comparison.json")]
+        assert main([*argv, *extra, "--out-dir", str(out)]) == 0
+        with (out / "study.csv").open() as handle:
+            return list(csv.DictReader(handle))
+
+    from_runs = tabulate(tmp_path / "c_live", tmp_path / "s_live", *live)
+    from_archive = tabulate(tmp_path / "c_arch", tmp_path / "s_arch", "--archive", str(root))
+    assert sorted(from_runs, key=str) == sorted(from_archive, key=str)
+    rows = {row["arm"]: row for row in from_archive}
+    assert float(rows["real"]["train_wall_min"]) == pytest.approx(1.5)  # (60 + 120) / 2 / 60
+    assert float(rows["real"]["train_cpu_min"]) == pytest.approx(2.5)
+    assert float(rows["dp"]["train_wall_min"]) == pytest.approx(1.5)
+    assert rows["dp"]["train_cpu_min"] == ""  # unmeasured: empty, never 0
+    table = (tmp_path / "s_arch" / "study.md").read_text()
+    assert "| 1.5 (2.5) |" in table and "| 1.5 (n/a) |" in table
+
+
+def test_compare_ner_needs_a_run_or_an_archive(tmp_path: Path) -> None:
+    assert main(["compare-ner", "--out-dir", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out").exists()
