@@ -6,6 +6,7 @@ import shlex
 from typing import Any
 
 import pytest
+from snakemake.iocontainers import InputFiles
 
 from synthdeid.errors import ConfigError
 from synthdeid.workflow import ner_inputs
@@ -254,8 +255,10 @@ def test_a_run_is_archived_with_what_it_has(table: NerRuns) -> None:
         "mixture": "results/build_mixture/demo/real/summary.json",
         "benchmark": "benchmarks/train_ner/demo/real.tsv",
     }
-    words = shlex.split(ner_inputs.archive_arguments(table, "real", trained))
+    # as Snakemake passes them: its input object, whose `in` looks at paths, not names
+    words = shlex.split(ner_inputs.archive_arguments(table, "real", InputFiles(fromdict=trained)))
     assert words[:4] == ["--arm", "real", "--evaluation", "results/evaluate_ner/demo/real"]
+    assert words[4:8] == ["--mixture", trained["mixture"], "--benchmark", trained["benchmark"]]
     assert "--privacy" not in words
     digest = words[words.index("--config-md5") + 1]
     assert len(digest) == 32

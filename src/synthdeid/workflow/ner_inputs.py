@@ -172,10 +172,12 @@ def archive_arguments(runs: NerRuns, run: str, inputs: Mapping[str, str]) -> str
     can be told apart."""
     entry = runs.runs[run]
     digest = hashlib.md5(json.dumps(entry, sort_keys=True).encode()).hexdigest()
+    # keys(): `in` on Snakemake's input object looks at the paths, not the names
+    named = set(inputs.keys())
     optional = [
         f"--{name} {shlex.quote(inputs[name])}"
         for name in ("mixture", "benchmark", "privacy")
-        if name in inputs
+        if name in named
     ]
     return joined(
         f"--arm {shlex.quote(entry.get(ARM) or run)}",
