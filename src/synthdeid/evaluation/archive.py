@@ -22,7 +22,6 @@ from __future__ import annotations
 import csv
 import datetime
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,10 +154,6 @@ def read_train_time(path: Path) -> TrainTime:
     return TrainTime(wall, mean("cpu_time"))
 
 
-def _finite_or_none(value: Any) -> Any:
-    return None if isinstance(value, float) and not math.isfinite(value) else value
-
-
 def write_archived_run(
     out_dir: Path,
     *,
@@ -179,9 +174,7 @@ def write_archived_run(
         "arm": arm,
         "n_notes": len(counts.note_ids),
         "mixture": (
-            {key: _finite_or_none(mixture.get(key)) for key in MIXTURE_FIELDS}
-            if mixture is not None
-            else None
+            {key: mixture.get(key) for key in MIXTURE_FIELDS} if mixture is not None else None
         ),
         "privacy": {key: privacy[key] for key in PRIVACY_FIELDS} if privacy is not None else None,
         "train": train.as_dict() if train is not None else None,

@@ -62,16 +62,9 @@ def run(args: argparse.Namespace) -> None:
             f"--out-dir {args.out_dir} must be named after the run {args.run!r} (the archive "
             "reads one folder per run, named after it)"
         )
+    optional = {"mixture": args.mixture, "privacy": args.privacy, "benchmark": args.benchmark}
     inputs = {"per_document": args.evaluation / PER_DOCUMENT}
-    inputs |= {
-        name: path
-        for name, path in (
-            ("mixture", args.mixture),
-            ("privacy", args.privacy),
-            ("benchmark", args.benchmark),
-        )
-        if path is not None
-    }
+    inputs |= {name: path for name, path in optional.items() if path is not None}
     provenance = make_provenance(
         "archive-run", {"run": args.run, "config_md5": args.config_md5}, inputs
     )
