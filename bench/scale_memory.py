@@ -1,12 +1,16 @@
 """Benchmark the corpus-wide steps' peak memory and speed as the corpus grows.
 
     python bench/scale_memory.py --sizes 10000 100000 1000000
+    python bench/scale_memory.py --sizes 10000 100000 --format physionet
+
 
 For every size N, in a fresh work folder, four ``synthdeid`` calls run one
 after another, each in its own process, as the workflow chains them:
 
 - ``make-demo --n-notes N``: the synthetic demo corpus (JSONL);
-- ``ingest-corpus --format jsonl``: the canonical notes table;
+- ``ingest-corpus --format jsonl``: the canonical notes table; with
+  ``--format physionet`` the demo notes are first rewritten (untimed) as
+  PhysioNet's ``id.text`` and ``id-phi.phrase`` and ingest reads those;
 - ``split-notes``: seed / train / holdout by patient;
 - ``replace-surrogates``: keyed surrogates (a random strong
   ``SYNTHDEID_SECRET``, so the public demo key is never used).
@@ -55,9 +59,40 @@ def identity_label_map() -> str:
     return json.dumps({label: label for label in CANONICAL_LABELS})
 
 
-def commands(n_notes: int, folder: Path) -> dict[str, list[str]]:
+def write_physionet(jsonl: Path, folder: Path) -> None:
+    """Rewrite the demo's JSONL notes as PhysioNet's two files, a note at a time.
+
+    Patients and notes are numbered (PhysioNet ids hold no ``-``); a span's
+    category is its canonical label, its surface the text at its offsets.
+    """
+    patients: dict[str, int] = {}
+    notes_of: dict[int, int] = {}
+    folder.mkdir(parents=True, exist_ok=True)
+    with (
+        jsonl.open(encoding="utf-8") as lines,
+        (folder / "id.text").open("w", encoding="utf-8", newline="") as text_file,
+        (folder / "id-phi.phrase").open("w", encoding="utf-8", newline="") as phrase_file,
+    ):
+        for line in lines:
+            note = json.loads(line)
+            patient = patients.setdefault(note["patient_id"], len(patients) + 1)
+            number = notes_of[patient] = notes_of.get(patient, 0) + 1
+            text = note["text"]
+            text_file.write(f"START_OF_RECORD={patient}||||{number}||||\n{text}||||END_OF_RECORD\n")
+            for span in note["spans"]:
+                start, end = span["start"], span["end"]
+                surface = text[start:end]
+                phrase_file.write(f"{patient} {number} {start} {end} {span['label']} {surface}\n")
+
+
+def commands(n_notes: int, folder: Path, corpus_format: str) -> dict[str, list[str]]:
     """The four steps' arguments, as the workflow's rules pass them."""
     corpus, notes, split = folder / "demo", folder / "ingest", folder / "split"
+    read = (
+        ("--corpus", str(corpus / "notes.jsonl"), "--format", "jsonl")
+        if corpus_format == "jsonl"
+        else ("--corpus", str(folder / "physionet"), "--format", "physionet")
+    )
     surrogate = folder / "surrogate"
     split_args = ["--seed", "13"]
     for part, fraction in FRACTIONS.items():
@@ -65,7 +100,7 @@ def commands(n_notes: int, folder: Path) -> dict[str, list[str]]:
     return {
         "make-demo": ["--n-notes", str(n_notes), "--out-dir", str(corpus)],
         "ingest-corpus": [
-            *("--corpus", str(corpus / "notes.jsonl"), "--format", "jsonl"),
+            *read,
             *("--source", SOURCE, "--label-map", identity_label_map()),
             *("--out", str(notes / "notes.parquet"), "--summary", str(notes / "summary.json")),
         ],
@@ -99,12 +134,16 @@ def run_measured(
     return seconds, usage.ru_maxrss / 1024  # ru_maxrss: kilobytes on Linux
 
 
-def measure_size(n_notes: int, work: Path, env: dict[str, str]) -> list[Measure]:
+def measure_size(
+    n_notes: int, work: Path, env: dict[str, str], corpus_format: str
+) -> list[Measure]:
     folder = work / f"n{n_notes}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     measures = []
-    for step, arguments in commands(n_notes, folder).items():
+    for step, arguments in commands(n_notes, folder, corpus_format).items():
+        if step == "ingest-corpus" and corpus_format == "physionet":
+            write_physionet(folder / "demo" / "notes.jsonl", folder / "physionet")
         print(f"N={n_notes:,}: {step} ...", file=sys.stderr, flush=True)
         seconds, peak_mb = run_measured(step, arguments, env, folder / f"{step}.log")
         measures.append(Measure(step, n_notes, seconds, peak_mb))
@@ -143,6 +182,12 @@ def main() -> None:
         default=None,
         help="folder for the corpora and outputs (default: a temporary one, removed after)",
     )
+    parser.add_argument(
+        "--format",
+        choices=("jsonl", "physionet"),
+        default="jsonl",
+        help="the corpus format ingest-corpus reads (default: %(default)s)",
+    )
     args = parser.parse_args()
     if min(args.sizes) < 1:
         parser.error("--sizes must be positive")
@@ -151,7 +196,7 @@ def main() -> None:
         work = args.work_dir or Path(tmp)
         measures = []
         for n_notes in sorted(set(args.sizes)):
-            measures += measure_size(n_notes, work, env)
+            measures += measure_size(n_notes, work, env, args.format)
             if args.work_dir is None:
                 shutil.rmtree(work / f"n{n_notes}")  # a million notes is about 600 MB on disk
     print(table(measures))

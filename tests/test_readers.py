@@ -14,6 +14,7 @@ from synthdeid.errors import InputError
 from synthdeid.labels import LabelMap
 from synthdeid.notes import UNSPLIT, Note, Span
 from synthdeid.readers import CorpusReader, ReaderOptions, get_reader
+from synthdeid.readers.physionet import iter_records
 
 TEXT = "Seen by Dr. Alvarez on 3/14.\nCall 555-0100.\n"
 
@@ -438,7 +439,7 @@ GOOD_RECORD = "START_OF_RECORD=1||||1||||\nSeen by Dr. Alvarez.\n||||END_OF_RECO
         pytest.param(
             GOOD_RECORD + GOOD_RECORD,
             "line 4 (patient 1, note 1)",
-            "patient/note pair occurs twice",
+            "duplicate note_id '1-1', first used at line 1 (patient 1, note 1)",
             id="duplicate patient/note",
         ),
     ],
@@ -638,3 +639,112 @@ def test_i2b2_bad_files(tmp_path: Path, content: str, record: str | None, proble
 
 def test_i2b2_folder_without_xml(tmp_path: Path) -> None:
     assert_error(read_error("i2b2", tmp_path), tmp_path, None, "no .xml files")
+
+
+# --- reading one note at a time ----------------------------------------------------------
+
+RECORDS = (
+    "START_OF_RECORD=1||||1||||\nSeen by Dr. Alvarez.\n||||END_OF_RECORD\n"
+    "\n  \n"
+    "START_OF_RECORD=1||||2||||\nCall 555-0100.\n\nNo || marker here.\n||||END_OF_RECORD  "
+    "START_OF_RECORD=2||||1||||\n||||END_OF_RECORD\n\n"
+)
+
+
+def chunkings(content: str) -> list[list[str]]:
+    """The content cut in two at every position, and one character at a time."""
+    cuts = [[content[:i], content[i:]] for i in range(len(content) + 1)]
+    return [*cuts, list(content)]
+
+
+def test_physionet_records_are_the_same_however_the_file_is_chunked(tmp_path: Path) -> None:
+    path = tmp_path / "id.text"
+    whole = list(iter_records(iter([RECORDS]), path=path))
+    assert [(line, p, n) for line, p, n, _ in whole] == [
+        (1, "1", "1"),
+        (6, "1", "2"),
+        (10, "2", "1"),
+    ]
+    assert whole[1][3] == "Call 555-0100.\n\nNo || marker here.\n"
+    assert whole[2][3] == ""
+    for chunks in chunkings(RECORDS):
+        assert list(iter_records(iter(chunks), path=path)) == whole
+
+
+@pytest.mark.parametrize(
+    ("content", "record", "problem"),
+    [
+        (
+            RECORDS + "START_OF_RECORD=3||||1||||\nno end\n",
+            "line 13 (patient 3, note 1)",
+            "no ||||END",
+        ),
+        (RECORDS.replace("\n  \n", "\n x \n"), "line 5", "text (1 characters) outside a record"),
+        (
+            RECORDS.replace("||||END_OF_RECORD  ", "||||END_OF_RECORD ||||END_OF_RECORD"),
+            "line 10",
+            "end marker without a start outside a record",
+        ),
+        (RECORDS.replace("2||||1||||", "2||||||||"), "line 10", "malformed record header"),
+    ],
+)
+def test_physionet_record_errors_name_the_same_line_however_the_file_is_chunked(
+    tmp_path: Path, content: str, record: str, problem: str
+) -> None:
+    path = tmp_path / "id.text"
+    for chunks in chunkings(content):
+        with pytest.raises(InputError) as info:
+            list(iter_records(iter(chunks), path=path))
+        assert_error(info.value, path, record, problem)
+
+
+def two_notes_the_second_broken(fmt: str, folder: Path) -> Path:
+    """A corpus of two notes in ``fmt`` whose second note is malformed; returns its path."""
+    good = one_jsonl(folder / "good", TEXT, [gold("Alvarez", "HCPName")])
+    if fmt == "physionet":
+        put(folder / "id-phi.phrase", "")
+        put(folder / "id.text", GOOD_RECORD + "START_OF_RECORD=1||||2||||\nno end marker\n")
+        return folder
+    if fmt == "brat":
+        put(folder / "a.txt", TEXT)
+        put(folder / "a.ann", "")
+        put(folder / "b.txt", TEXT)
+        put(folder / "b.ann", "T1\tHCPName x y\tAlvarez\n")
+        return folder
+    if fmt == "i2b2":
+        put(folder / "a.xml", i2b2_xml(TEXT, []))
+        put(folder / "b.xml", "<deIdi2b2><TEXT>")
+        return folder
+    corpus = put(folder / "notes.jsonl", good.corpus.read_text(encoding="utf-8") + "{not json\n")
+    return corpus
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_each_reader_gives_a_note_before_it_reads_the_next(tmp_path: Path, fmt: str) -> None:
+    corpus = two_notes_the_second_broken(fmt, tmp_path / fmt)
+    notes = make_reader(fmt).notes(corpus)
+    first = next(notes)
+    assert first.text.startswith("Seen by Dr. Alvarez")
+    with pytest.raises(InputError):
+        next(notes)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "layout", "missing"),
+    [
+        ("physionet", {"id-phi.phrase": ""}, "id.text"),
+        ("physionet", {"id.text": GOOD_RECORD}, "id-phi.phrase"),
+        ("jsonl", {}, "notes.jsonl"),
+        ("i2b2", {}, "doc.xml"),
+    ],
+)
+def test_a_missing_input_is_refused_when_the_read_starts(
+    tmp_path: Path, fmt: str, layout: dict[str, str], missing: str
+) -> None:
+    for name, content in layout.items():
+        put(tmp_path / name, content)
+    corpus = tmp_path if fmt == "physionet" else tmp_path / missing
+    with pytest.raises(InputError) as info:
+        make_reader(fmt).notes(corpus)  # not iterated: the call itself refuses
+    assert info.value.path == str(tmp_path / missing)
+    assert "not found" in info.value.problem

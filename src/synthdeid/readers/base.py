@@ -208,21 +208,39 @@ class CorpusReader(ABC):
             self.merged_overlaps.extend(f"{path}: {record}: {merge}" for merge in merges)
         return check_spans(text, spans, path=path, record=record)
 
+    def file_note(
+        self, file: Path, text: str, spans: list[Span], *, spans_file: Path, kind: str
+    ) -> Note:
+        """The note of a format with one note a file: its id is the file's stem.
+
+        ``kind`` names the note in errors about its spans (``document <id>``).
+        """
+        note_id = file.stem
+        self.note_ids.add(note_id, path=file, record=None)
+        return Note(
+            note_id=note_id,
+            patient_id=self.options.patient_id_for(note_id, path=file),
+            text=text,
+            spans=self.finish_spans(text, spans, path=spans_file, record=f"{kind} {note_id}"),
+            source=self.options.source,
+        )
+
     @classmethod
     @abstractmethod
     def input_files(cls, path: Path) -> list[Path]:
         """The files under ``path`` this reader will read (for workflow inputs)."""
 
-    @abstractmethod
     def read(self, path: Path) -> list[Note]:
-        """Read the corpus at ``path``; raise :class:`InputError` on bad input."""
+        """Read the whole corpus at ``path``; raise :class:`InputError` on bad input."""
+        return list(self.notes(path))
 
+    @abstractmethod
     def notes(self, path: Path) -> Iterator[Note]:
-        """The notes of the corpus at ``path`` in order, checked as :meth:`read` checks them.
+        """The notes of the corpus at ``path`` in order, each checked as it is read.
 
-        A format that allows it (JSONL) reads them as they are asked for, so
-        memory holds one note and what is counted over all (note ids, merges);
-        the others read the whole corpus in this call. Either way a missing
-        input is refused by this call, before the first note.
+        Every reader reads the notes as they are asked for, so memory holds one
+        note (one file, line or record) and what is counted over the whole
+        corpus (note ids, merges; PhysioNet's span file, see its reader). A
+        missing input is refused by this call, before the first note; an error
+        in a later note is raised when that note is reached.
         """
-        return iter(self.read(path))

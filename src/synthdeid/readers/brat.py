@@ -11,6 +11,7 @@ PHI) and an ``.ann`` its ``.txt``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from synthdeid.errors import InputError
@@ -86,7 +87,12 @@ class BratReader(CorpusReader):
             files.append(txt.with_suffix(".ann"))
         return files
 
-    def read(self, path: Path) -> list[Note]:
+    def notes(self, path: Path) -> Iterator[Note]:
+        """One ``.txt``/``.ann`` pair at a time, in file name order.
+
+        The folder is checked whole first, from the names alone: a ``.txt`` in
+        it, every ``.txt`` with its ``.ann`` and every ``.ann`` with its ``.txt``.
+        """
         if not path.is_dir():
             raise InputError(path, None, "a BRAT corpus must be a folder of .txt/.ann pairs")
         texts = sorted(path.glob("*.txt"))
@@ -100,29 +106,20 @@ class BratReader(CorpusReader):
                     f"text file missing for {ann.name}",
                     f"its annotations need {ann.with_suffix('.txt').name}",
                 )
-        notes = []
         for txt in texts:
-            ann = txt.with_suffix(".ann")
-            if not ann.exists():
-                raise InputError(ann, None, f"annotation file missing for {txt.name}")
-            text = read_text(txt, self.options.encoding)
-            fragments, verified = parse_ann(read_text(ann, self.options.encoding), text, path=ann)
-            self.surfaces_verified += verified
-            spans = [
-                Span(
-                    start, end, self.options.label_map.to_canonical(label, path=ann, record=record)
+            if not txt.with_suffix(".ann").exists():
+                raise InputError(
+                    txt.with_suffix(".ann"), None, f"annotation file missing for {txt.name}"
                 )
-                for record, start, end, label in fragments
-            ]
-            note_id = txt.stem
-            self.note_ids.add(note_id, path=txt, record=None)
-            notes.append(
-                Note(
-                    note_id=note_id,
-                    patient_id=self.options.patient_id_for(note_id, path=txt),
-                    text=text,
-                    spans=self.finish_spans(text, spans, path=ann, record=f"document {note_id}"),
-                    source=self.options.source,
-                )
-            )
-        return notes
+        return (self._note(txt) for txt in texts)
+
+    def _note(self, txt: Path) -> Note:
+        ann = txt.with_suffix(".ann")
+        text = read_text(txt, self.options.encoding)
+        fragments, verified = parse_ann(read_text(ann, self.options.encoding), text, path=ann)
+        self.surfaces_verified += verified
+        spans = [
+            Span(start, end, self.options.label_map.to_canonical(label, path=ann, record=record))
+            for record, start, end, label in fragments
+        ]
+        return self.file_note(txt, text, spans, spans_file=ann, kind="document")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 from synthdeid.errors import InputError
@@ -36,7 +37,11 @@ class I2b2Reader(CorpusReader):
 
     def read_file(self, xml_path: Path) -> Note:
         # decode ourselves so bad bytes get the project's error, then parse the string
-        content = decode_bytes(xml_path.read_bytes(), self.options.encoding, path=xml_path)
+        try:
+            raw = xml_path.read_bytes()
+        except FileNotFoundError:
+            raise InputError(xml_path, None, "file not found") from None
+        content = decode_bytes(raw, self.options.encoding, path=xml_path)
         try:
             root = ET.fromstring(content)
         except ET.ParseError as exc:
@@ -69,18 +74,13 @@ class I2b2Reader(CorpusReader):
             category = tag.get("TYPE") or tag.tag
             label = self.options.label_map.to_canonical(category, path=xml_path, record=record)
             spans.append(Span(start, end, label))
-        note_id = xml_path.stem
-        self.note_ids.add(note_id, path=xml_path, record=None)
-        return Note(
-            note_id=note_id,
-            patient_id=self.options.patient_id_for(note_id, path=xml_path),
-            text=text,
-            spans=self.finish_spans(text, spans, path=xml_path, record=f"note {note_id}"),
-            source=self.options.source,
-        )
+        return self.file_note(xml_path, text, spans, spans_file=xml_path, kind="note")
 
-    def read(self, path: Path) -> list[Note]:
+    def notes(self, path: Path) -> Iterator[Note]:
+        """One XML file at a time, in file name order (a folder) or the one file."""
         files = self.input_files(path) if path.is_dir() else [path]
         if not files:
             raise InputError(path, None, "no .xml files in the i2b2 folder")
-        return [self.read_file(f) for f in files]
+        if not files[0].exists():
+            raise InputError(files[0], None, "file not found")
+        return (self.read_file(f) for f in files)

@@ -48,9 +48,6 @@ class JsonlReader(CorpusReader):
     def input_files(cls, path: Path) -> list[Path]:
         return [path]
 
-    def read(self, path: Path) -> list[Note]:
-        return list(self.notes(path))
-
     def notes(self, path: Path) -> Iterator[Note]:
         """The notes line by line: memory holds one line (and the ids read so far)."""
         lines = enumerate(read_lines(path, self.options.encoding), start=1)
