@@ -31,7 +31,7 @@ from synthdeid.ner.casing import check_case_types
 from synthdeid.ner.decoding import attach_initials, decode_spans, merge_windows
 from synthdeid.ner.tagging import EncodedNote, encode_notes, make_windows, tag_names
 from synthdeid.notes import Note, Span
-from synthdeid.runtime import pick_device
+from synthdeid.runtime import pick_device, warn_if_bf16_emulated
 
 log = logging.getLogger(__name__)
 
@@ -194,6 +194,7 @@ class DeidTagger(SpanTagger):
         if precision == "int8":
             model = quantize_int8(model)
         elif precision == "bf16":
+            warn_if_bf16_emulated(torch_device, "bf16 inference")
             model = model.to(dtype=torch.bfloat16)
         model.to(torch_device).eval()
         return cls(model, tokenizer, settings, torch_device)

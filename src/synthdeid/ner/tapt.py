@@ -57,7 +57,7 @@ from synthdeid.artifacts import atomic_directory
 from synthdeid.encoders import describe_model_name, resolve_model_name
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.training import PRECISIONS, autocast_dtype, optimizer_step
-from synthdeid.runtime import pick_device, set_seed, set_threads
+from synthdeid.runtime import pick_device, set_seed, set_threads, warn_if_bf16_emulated
 
 log = logging.getLogger(__name__)
 
@@ -378,6 +378,8 @@ def continue_pretraining(
         tokenizer, mlm_probability=config.mlm_probability, seed=config.seed + 1
     )
     amp_dtype = autocast_dtype(config.precision, torch_device)
+    if amp_dtype == torch.bfloat16:
+        warn_if_bf16_emulated(torch_device, "tapt")
     optimizer = _optimizer(model, config, torch_device)
     warmup = config.effective_warmup_steps
     if warmup < config.warmup_steps:

@@ -39,7 +39,7 @@ from synthdeid.ner.model import DeidTagger, NerSettings
 from synthdeid.ner.operating_point import OperatingPointRule, select_operating_point
 from synthdeid.ner.tagging import IGNORE_INDEX, Window, make_windows, tag_names
 from synthdeid.notes import Note, Span
-from synthdeid.runtime import pick_device, set_seed, set_threads
+from synthdeid.runtime import pick_device, set_seed, set_threads, warn_if_bf16_emulated
 
 log = logging.getLogger(__name__)
 
@@ -290,6 +290,8 @@ def train(
         optimizer, int(config.warmup_ratio * total_steps), total_steps
     )
     amp_dtype = autocast_dtype(config.precision, device)
+    if amp_dtype == torch.bfloat16:
+        warn_if_bf16_emulated(device, "train-ner")
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     log.info(
         "training %s on %d windows (%d notes, %s copies), %d validation notes, "
