@@ -1,6 +1,7 @@
 """Benchmark the CPU cost of a de-identifier training step: bundled-mpnet against bundled-minilm.
 
     nice -n 15 python bench/ner_encoder_cost.py --threads 1 --steps 4
+    python bench/ner_encoder_cost.py --encoders bundled-minilm --precisions fp32 bf16 --threads 2
 
 Both encoders train on the same text: the synthetic demo corpus
 (resources/demo/notes.jsonl) joined into one long note and cut into
@@ -11,11 +12,14 @@ loaded as ``train_ner`` loads it (``AutoModelForTokenClassification`` with the
 corpus's BIO tags), one untimed step warms up, then ``--steps`` optimizer steps
 of ``--batch-size`` windows are timed through the training loop's own pieces
 (``collate``, class-weighted cross-entropy, fused AdamW, gradient clipping,
-linear schedule; fp32, as on CPU). Both see the same windows in the same order.
+linear schedule), in fp32 or, with ``--precisions``, also in bf16 autocast as
+``train_ner`` runs it (``ner.training.precision: bf16``). All see the same
+windows in the same order.
 
 Printed per encoder: parameters, seconds per step (median, fastest, slowest),
-tokens per second, peak resident memory, the step time over that of
-``bundled-minilm`` measured in the same run, and the extrapolation to one
+tokens per second, peak resident memory, the step time over that of the
+first encoder in the first precision, measured in the same run (the
+baseline), whether this CPU computes bf16 natively, and the extrapolation to one
 epoch of the PhysioNet train part (``--epoch-windows`` 1004 windows of 512
 tokens at batch 8: 126 steps; the validation pass after each epoch is not
 included). Model loading (and the one-time assembly of bundled-mpnet) is
@@ -69,7 +73,7 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
     from synthdeid.ner.batching import collate
     from synthdeid.ner.model import DeidTagger, NerSettings
     from synthdeid.ner.tagging import IGNORE_INDEX, make_windows
-    from synthdeid.ner.training import class_weights, labels_in, optimizer_step
+    from synthdeid.ner.training import autocast_dtype, class_weights, labels_in, optimizer_step
     from synthdeid.runtime import set_seed
 
     torch.set_num_threads(args.threads)
@@ -111,6 +115,7 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
     optimizer = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01, fused=True)
     scheduler = get_linear_schedule_with_warmup(optimizer, 0, n_batches)
     scaler = torch.amp.GradScaler("cpu", enabled=False)
+    amp_dtype = autocast_dtype(args.precision, torch.device("cpu"))
     model.train()
     seconds = []
     tokens = 0
@@ -118,7 +123,10 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
         started = time.perf_counter()
         inputs = collate(windows, batch, tokenizer.pad_token_id)
         target = inputs.pop("labels")
-        logits = model(**inputs).logits
+        with torch.autocast(
+            "cpu", dtype=amp_dtype or torch.bfloat16, enabled=amp_dtype is not None
+        ):
+            logits = model(**inputs).logits
         loss = loss_fn(logits.float().view(-1, len(tags)), target.view(-1))
         optimizer_step(loss, model, optimizer, scaler, scheduler, 1.0)
         if k > 0:  # the first step warms up
@@ -147,39 +155,50 @@ def main() -> int:
     parser.add_argument(
         "--epoch-windows", type=int, default=1004, help="windows in one epoch to extrapolate to"
     )
+    parser.add_argument(
+        "--encoders", nargs="+", choices=ENCODERS, default=list(ENCODERS), help="in this order"
+    )
+    parser.add_argument(
+        "--precisions", nargs="+", choices=("fp32", "bf16"), default=["fp32"], help="in this order"
+    )
     parser.add_argument("--worker", choices=ENCODERS, help=argparse.SUPPRESS)
+    parser.add_argument("--precision", choices=("fp32", "bf16"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         print(json.dumps(measure(args)))
         return 0
 
     results = {}
-    for name in ENCODERS:
-        command = [sys.executable, __file__, "--worker", name]
-        for flag in ("threads", "steps", "batch_size", "max_length", "windows"):
-            command += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
-        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-        if done.returncode != 0:
-            print(done.stderr, file=sys.stderr)
-            return done.returncode
-        results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    for name in args.encoders:
+        for precision in args.precisions:
+            command = [sys.executable, __file__, "--worker", name, "--precision", precision]
+            for flag in ("threads", "steps", "batch_size", "max_length", "windows"):
+                command += [f"--{flag.replace('_', '-')}", str(getattr(args, flag))]
+            done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+            if done.returncode != 0:
+                print(done.stderr, file=sys.stderr)
+                return done.returncode
+            results[name, precision] = json.loads(done.stdout.strip().splitlines()[-1])
+    from synthdeid.runtime import native_cpu_bf16
+
     epoch_steps = math.ceil(args.epoch_windows / args.batch_size)
     print(
         f"{args.steps} timed steps of {args.batch_size} windows of {args.max_length} tokens "
         f"({args.windows} windows of the demo text), {args.threads} torch thread(s); "
-        f"one epoch = {args.epoch_windows} windows = {epoch_steps} steps"
+        f"one epoch = {args.epoch_windows} windows = {epoch_steps} steps; "
+        f"native bf16 on this CPU: {'yes' if native_cpu_bf16() else 'no'}"
     )
     print(
-        f"{'encoder':<16} {'params':>8} {'s/step':>7} {'[fast, slow]':>14} {'tok/s':>7} "
-        f"{'peak MB':>8} {'x minilm':>8} {'epoch':>9}"
+        f"{'encoder':<16} {'prec':>5} {'params':>8} {'s/step':>7} {'[fast, slow]':>14} "
+        f"{'tok/s':>7} {'peak MB':>8} {'x base':>7} {'epoch':>9}"
     )
-    base = results[BASELINE]["seconds_per_step"]
-    for name, r in results.items():
+    base = next(iter(results.values()))["seconds_per_step"]
+    for (name, precision), r in results.items():
         epoch_minutes = epoch_steps * r["seconds_per_step"] / 60
         print(
-            f"{name:<16} {r['parameters'] / 1e6:>7.1f}M {r['seconds_per_step']:>7.2f} "
+            f"{name:<16} {precision:>5} {r['parameters'] / 1e6:>7.1f}M {r['seconds_per_step']:>7.2f} "
             f"[{r['fastest']:>5.2f}, {r['slowest']:>5.2f}] {r['tokens_per_second']:>7.0f} "
-            f"{r['peak_rss_mb']:>8.0f} {r['seconds_per_step'] / base:>8.2f} "
+            f"{r['peak_rss_mb']:>8.0f} {r['seconds_per_step'] / base:>7.2f} "
             f"{epoch_minutes:>6.1f} min"
         )
     return 0

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from synthdeid import runtime
 from synthdeid.errors import ConfigError
 from synthdeid.runtime import add_runtime_arguments, pick_device, set_seed, set_threads
 
@@ -106,3 +107,29 @@ def test_auto_is_the_gpu_when_one_is_visible(monkeypatch: pytest.MonkeyPatch) ->
     assert pick_device() == torch.device("cuda")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert pick_device("auto") == torch.device("cpu")
+
+
+@pytest.mark.parametrize(("native", "warned"), [(False, True), (True, False)])
+def test_bf16_on_a_cpu_that_emulates_it_is_warned_about(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, native: bool, warned: bool
+) -> None:
+    monkeypatch.setattr(runtime, "native_cpu_bf16", lambda: native)
+    with caplog.at_level("WARNING", logger="synthdeid.runtime"):
+        assert runtime.warn_if_bf16_emulated(torch.device("cpu"), "train-ner") is warned
+    messages = [r.getMessage() for r in caplog.records]
+    if warned:
+        assert messages == [
+            "train-ner: bf16 asked for, but this CPU has no native bf16 (AVX512-BF16 or AMX); "
+            "it is emulated and many times slower than fp32 here: use fp32 on this machine"
+        ]
+    else:
+        assert messages == []
+
+
+def test_bf16_on_a_gpu_is_never_warned_about(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runtime, "native_cpu_bf16", lambda: False)
+    assert runtime.warn_if_bf16_emulated(torch.device("cuda"), "tapt") is False
+
+
+def test_the_native_bf16_probe_answers_on_this_cpu() -> None:
+    assert runtime.native_cpu_bf16() in (True, False)
