@@ -67,7 +67,11 @@ def test_an_archived_run_keeps_counts_sizes_budget_and_time_but_no_note_id(
         "--benchmark",
         str(benchmark(tmp_path / "b.tsv", "90", "170")),
     ]
-    extra += ["--config-md5", "0" * 32]
+    model = tmp_path / "model"
+    model.mkdir()
+    settings = {"epochs": 4, "precision": "fp32", "seed": 1}
+    (model / "training_history.json").write_text(json.dumps({"run": "x", "config": settings}))
+    extra += ["--model", str(model), "--config-md5", "0" * 32]
     assert archive(out, "dp-seed1", evaluations["perfect"], *extra) == 0
     assert {p.name for p in out.iterdir()} == {PER_DOCUMENT, RUN_RECORD}
     record = json.loads((out / RUN_RECORD).read_text())
@@ -77,6 +81,7 @@ def test_an_archived_run_keeps_counts_sizes_budget_and_time_but_no_note_id(
     assert record["mixture"]["regime"] is None  # not in this summary: null, never invented
     assert record["privacy"] == {"epsilon": 3.99, "delta": 1e-4}
     assert record["train"] == {"wall_s": 90.0, "cpu_s": 170.0}
+    assert record["training_config"] == settings
     assert record["provenance"]["params"]["config_md5"] == "0" * 32
     live = read_per_document(evaluations["perfect"] / PER_DOCUMENT)
     archived = read_per_document(out / PER_DOCUMENT)
@@ -96,6 +101,11 @@ def test_archive_run_refuses_bad_input_and_writes_nothing(
     flat = tmp_path / "flat.json"
     flat.write_text(json.dumps({"n_train_total": 10}))
     assert archive(out, "weak", evaluations["weak"], "--mixture", str(flat)) == 2
+    no_model = tmp_path / "no-model"
+    no_model.mkdir()  # a folder without training_history.json
+    assert archive(out, "weak", evaluations["weak"], "--model", str(no_model)) == 2
+    (no_model / "training_history.json").write_text(json.dumps({"config": {"epochs": 4}}))
+    assert archive(out, "weak", evaluations["weak"], "--model", str(no_model)) == 2
     assert not out.exists()
 
 

@@ -247,18 +247,21 @@ def test_the_study_reads_mixtures_and_the_dp_privacy_where_used(table: NerRuns) 
 
 
 def test_a_run_is_archived_with_what_it_has(table: NerRuns) -> None:
-    """archive_run reads a trained run's mixture and benchmark, the DP record only where
-    its data passed through the DP model, and records the MD5 of the run's configuration."""
+    """archive_run reads a trained run's mixture, benchmark and model folder (its training
+    settings), the DP record only where its data passed through the DP model, and records
+    the MD5 of the run's configuration."""
     trained = ner_inputs.archive_inputs(table, "demo", "real")
     assert trained == {
         "evaluation": "results/evaluate_ner/demo/real/metrics.json",
         "mixture": "results/build_mixture/demo/real/summary.json",
         "benchmark": "benchmarks/train_ner/demo/real.tsv",
+        "model": "results/train_ner/demo/real/model",
     }
     # as Snakemake passes them: its input object, whose `in` looks at paths, not names
     words = shlex.split(ner_inputs.archive_arguments(table, "real", InputFiles(fromdict=trained)))
     assert words[:4] == ["--arm", "real", "--evaluation", "results/evaluate_ner/demo/real"]
     assert words[4:8] == ["--mixture", trained["mixture"], "--benchmark", trained["benchmark"]]
+    assert words[8:10] == ["--model", trained["model"]]
     assert "--privacy" not in words
     digest = words[words.index("--config-md5") + 1]
     assert len(digest) == 32

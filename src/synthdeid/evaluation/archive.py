@@ -3,12 +3,14 @@
 A study trains many runs, hours each on a CPU; the models and predictions stay
 on the machine that made them. What the study table and its forest plot read
 of a run is small: evaluate-ner's per-document counts, the run's arm, the
-sizes build-mixture realized, the DP budget its data passed through and the
-time its training took. ``archive-run`` writes exactly that into one folder
+sizes build-mixture realized, the DP budget its data passed through, the
+time its training took and the settings it trained with (epochs, precision,
+seed...: two runs of one name from two configurations are told apart). ``archive-run`` writes exactly that into one folder
 per run::
 
     <archive>/<run>/per_document.parquet   counts per evaluation note
-    <archive>/<run>/run.json               arm, sizes, budget, train time, provenance
+    <archive>/<run>/run.json               arm, sizes, budget, train time and
+                                           settings, provenance
 
 Note ids are replaced by a 64-bit BLAKE2b hash (hex): runs still pair note by
 note, and no corpus identifier leaves the machine. ``compare-ner --archive``
@@ -109,6 +111,27 @@ def read_privacy(path: Path) -> dict[str, Any]:
     return record
 
 
+def training_history(model_dir: Path) -> Path:
+    """The training_history.json of a train-ner model folder."""
+    from synthdeid.ner.model_card import HISTORY_FILE  # imports torch: only when asked
+
+    return model_dir / HISTORY_FILE
+
+
+def read_training_config(path: Path) -> dict[str, Any]:
+    """The training settings a train-ner training_history.json records."""
+    history = read_json(path, "training history")
+    config = history.get("config")
+    if not isinstance(config, dict) or "precision" not in config:
+        raise InputError(
+            path,
+            None,
+            "not a train-ner training history: no config with a precision",
+            "pass the model folder train-ner wrote",
+        )
+    return config
+
+
 def hashed_note_id(note_id: str) -> str:
     """The archived form of a note id: 16 hex digits of its BLAKE2b hash."""
     return f"{hash64(note_id, domain=NOTE_ID_DOMAIN):016x}"
@@ -164,6 +187,7 @@ def write_archived_run(
     privacy: Mapping[str, Any] | None,
     train: TrainTime | None,
     provenance: Mapping[str, Any],
+    training_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write ``out_dir``/per_document.parquet and run.json (both or neither); returns the record."""
     source = evaluation / PER_DOCUMENT
@@ -178,6 +202,8 @@ def write_archived_run(
         ),
         "privacy": {key: privacy[key] for key in PRIVACY_FIELDS} if privacy is not None else None,
         "train": train.as_dict() if train is not None else None,
+        # epochs, precision, seed ... as train-ner ran them (null: not a trained run)
+        "training_config": dict(training_config) if training_config is not None else None,
         "archived": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         "provenance": dict(provenance),
     }

@@ -2,12 +2,12 @@
 
 ``synthdeid archive-run --run NAME --arm ARM --evaluation EVAL_DIR
 [--mixture SUMMARY] [--privacy PRIVACY] [--benchmark TRAIN_TSV]
-[--config-md5 HEX] --out-dir ARCHIVE/NAME``
+[--model MODEL_DIR] [--config-md5 HEX] --out-dir ARCHIVE/NAME``
 
 Reads evaluate-ner's ``per_document.parquet`` from ``EVAL_DIR``, the sizes of
 the run's build-mixture ``summary.json``, the DP budget of the ``privacy.json``
-its data passed through and the wall and CPU time of its ``train_ner``
-benchmark file, and writes ``per_document.parquet`` (note ids hashed) and
+its data passed through, the wall and CPU time of its ``train_ner``
+benchmark file and the training settings its model folder records, and writes ``per_document.parquet`` (note ids hashed) and
 ``run.json`` into ``--out-dir`` (:mod:`synthdeid.evaluation.archive`). What a
 run does not have (an ensemble's mixture and training, a non-DP run's budget)
 is null in ``run.json`` and n/a in the study table.
@@ -26,6 +26,8 @@ from synthdeid.evaluation.archive import (
     read_privacy,
     read_sizes,
     read_train_time,
+    read_training_config,
+    training_history,
     write_archived_run,
 )
 from synthdeid.evaluation.report import PER_DOCUMENT
@@ -47,6 +49,12 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--benchmark", type=input_file, default=None, help="the run's train_ner benchmark file"
     )
     parser.add_argument(
+        "--model",
+        type=input_dir,
+        default=None,
+        help="the run's train-ner model folder (its training settings are recorded)",
+    )
+    parser.add_argument(
         "--config-md5", default=None, help="MD5 of the run's resolved configuration (recorded)"
     )
     parser.add_argument(
@@ -62,7 +70,14 @@ def run(args: argparse.Namespace) -> None:
             f"--out-dir {args.out_dir} must be named after the run {args.run!r} (the archive "
             "reads one folder per run, named after it)"
         )
-    optional = {"mixture": args.mixture, "privacy": args.privacy, "benchmark": args.benchmark}
+    history = training_history(args.model) if args.model is not None else None
+    training_config = read_training_config(history) if history is not None else None
+    optional = {
+        "mixture": args.mixture,
+        "privacy": args.privacy,
+        "benchmark": args.benchmark,
+        "training": history,
+    }
     inputs = {"per_document": args.evaluation / PER_DOCUMENT}
     inputs |= {name: path for name, path in optional.items() if path is not None}
     provenance = make_provenance(
@@ -77,6 +92,7 @@ def run(args: argparse.Namespace) -> None:
         privacy=read_privacy(args.privacy) if args.privacy is not None else None,
         train=read_train_time(args.benchmark) if args.benchmark is not None else None,
         provenance=provenance,
+        training_config=training_config,
     )
     train = record["train"]
     log.info(

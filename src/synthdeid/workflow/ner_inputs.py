@@ -156,11 +156,13 @@ def study_arguments(runs: NerRuns, inputs: Mapping[str, str]) -> str:
 
 def archive_inputs(runs: NerRuns, corpus: str, run: str) -> dict[str, str]:
     """What archive_run reads of a run: its evaluation, and where it has them its mixture
-    summary, train benchmark and the DP model's privacy record."""
+    summary, train benchmark, model folder (its training settings) and the DP model's
+    privacy record."""
     inputs = {"evaluation": metrics_file(corpus, run)}
     if run in runs.trained:
         inputs["mixture"] = mixture_file(corpus, run, "summary.json")
         inputs["benchmark"] = train_benchmark(corpus, run)
+        inputs["model"] = runs.model_dir(run, corpus)
     if run in runs.dp_model_runs():
         inputs["privacy"] = privacy_file(corpus)
     return inputs
@@ -168,15 +170,16 @@ def archive_inputs(runs: NerRuns, corpus: str, run: str) -> dict[str, str]:
 
 def archive_arguments(runs: NerRuns, run: str, inputs: Mapping[str, str]) -> str:
     """archive-run's --arm, --evaluation and the optional inputs, and --config-md5: the MD5
-    of the run's expanded configuration, so archives of one run from two configurations
-    can be told apart."""
+    of the run's expanded entry in ``ner.runs`` (name, pools, mixture, overrides). Settings
+    shared by every run (``ner.training``: epochs, precision...) are not in it; archive-run
+    records them from the model folder (``--model``)."""
     entry = runs.runs[run]
     digest = hashlib.md5(json.dumps(entry, sort_keys=True).encode()).hexdigest()
     # keys(): `in` on Snakemake's input object looks at the paths, not the names
     named = set(inputs.keys())
     optional = [
         f"--{name} {shlex.quote(inputs[name])}"
-        for name in ("mixture", "benchmark", "privacy")
+        for name in ("mixture", "benchmark", "model", "privacy")
         if name in named
     ]
     return joined(
