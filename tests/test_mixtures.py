@@ -20,6 +20,7 @@ from synthdeid.ner.mixtures import (
     build_mixture,
     mixture_to_table,
     read_mixture,
+    read_real_parts,
     write_mixture,
 )
 from synthdeid.notes import Note, Span, read_notes, write_notes
@@ -330,6 +331,26 @@ def test_no_holdout_note_enters_through_real_parts_or_pools() -> None:
         build_mixture(
             notes, {"surrogate": leaking}, spec(regime="augmentation", real_parts=["seed", "train"])
         )
+
+
+def test_the_real_parts_read_streamed_build_the_mixture_of_the_whole_table(
+    tmp_path: Path,
+) -> None:
+    notes = _three_parts()
+    path = tmp_path / "split.parquet"
+    write_notes(notes, path, {})
+    parts = ["seed", "train"]
+    real, holdout_patients = read_real_parts(path, parts)
+    assert [n.note_id for n in real] == [n.note_id for n in notes if n.split in parts]
+    assert holdout_patients == {f"p{i}" for i in range(20, 30)}
+    pool = {"surrogate": [Note("x1", "p3", "t", (), "surrogate", "seed")]}
+    mixture_spec = spec(regime="augmentation", real_parts=parts, synthetic_fraction=0.5)
+    streamed = build_mixture(real, pool, mixture_spec, holdout_patients=holdout_patients)
+    assert _signature(streamed) == _signature(build_mixture(notes, pool, mixture_spec))
+    assert streamed.summary == build_mixture(notes, pool, mixture_spec).summary
+    leaking = {"surrogate": [Note("x1", "p25", "t", (), "surrogate", "holdout")]}
+    with pytest.raises(StepError, match="holdout patients"):
+        build_mixture(real, leaking, mixture_spec, holdout_patients=holdout_patients)
 
 
 # ---------------------------------------------------------------- determinism

@@ -57,7 +57,7 @@ import logging
 import math
 import random
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -66,7 +66,7 @@ import pyarrow as pa
 
 from synthdeid.artifacts import read_parquet_with_provenance, require_columns, write_parquet_atomic
 from synthdeid.errors import ConfigError, InputError, StepError
-from synthdeid.notes import NOTES_SCHEMA, Note, notes_to_table, table_to_notes
+from synthdeid.notes import NOTES_SCHEMA, Note, iter_notes, notes_to_table, table_to_notes
 from synthdeid.split import PARTS as SPLIT_PARTS
 
 log = logging.getLogger(__name__)
@@ -316,7 +316,7 @@ def prepare_pools(
     pools: Mapping[str, Sequence[Note]],
     real_ids: set[str],
     validation_patients: set[str],
-    holdout_patients: set[str] | None = None,
+    holdout_patients: Set[str] | None = None,
 ) -> tuple[dict[str, list[Note]], dict[str, int]]:
     """Prefix pool note ids, set ``split`` to train, drop notes of validation patients.
 
@@ -459,14 +459,36 @@ def synthetic_target(spec: MixtureSpec, n_real: int, pool_total: int) -> int:
     return round_half_up(spec.synthetic_fraction * compute_budget(spec))
 
 
+def read_real_parts(path: Path, real_parts: Sequence[str]) -> tuple[list[Note], set[str]]:
+    """The notes of ``real_parts`` in a split notes table, and the holdout's patients.
+
+    Streams the table a row group at a time: memory holds the notes of those
+    parts (the mixture's real notes, which training holds anyway) and the
+    patient ids of the holdout, not the whole corpus.
+    """
+    notes: list[Note] = []
+    holdout_patients: set[str] = set()
+    for batch in iter_notes(path):
+        notes.extend(n for n in batch if n.split in real_parts)
+        holdout_patients.update(n.patient_id for n in batch if n.split == HOLDOUT_SPLIT)
+    return notes, holdout_patients
+
+
 def build_mixture(
-    real_notes: Sequence[Note], pools: Mapping[str, Sequence[Note]], spec: MixtureSpec
+    real_notes: Sequence[Note],
+    pools: Mapping[str, Sequence[Note]],
+    spec: MixtureSpec,
+    *,
+    holdout_patients: Set[str] | None = None,
 ) -> Mixture:
     """Build the mixture: validation carved from the real train part, then the regime's draw.
 
-    ``real_notes`` is the split notes table; only notes whose ``split`` is one
-    of ``spec.real_parts`` are used (they all become ``train`` or
-    ``validation``). ``pools`` maps pool names to their notes (any split).
+    ``real_notes`` is the split notes table, or only its notes of
+    ``spec.real_parts`` with ``holdout_patients`` the patients of its holdout
+    (:func:`read_real_parts`); only notes whose ``split`` is one of
+    ``spec.real_parts`` are used (they all become ``train`` or
+    ``validation``), and no pool note of a holdout patient. ``pools`` maps pool
+    names to their notes (any split).
     """
     real_train = [n for n in real_notes if n.split in spec.real_parts]
     if not real_train:
@@ -476,7 +498,8 @@ def build_mixture(
         )
     real, validation = carve_validation(real_train, spec.validation_fraction, spec.seed)
     validation_patients = {n.patient_id for n in validation}
-    holdout_patients = {n.patient_id for n in real_notes if n.split == HOLDOUT_SPLIT}
+    if holdout_patients is None:
+        holdout_patients = {n.patient_id for n in real_notes if n.split == HOLDOUT_SPLIT}
     usable, dropped = prepare_pools(
         pools, {n.note_id for n in real}, validation_patients, holdout_patients
     )

@@ -22,7 +22,13 @@ from typing import Any
 from synthdeid.artifacts import make_provenance, write_json_atomic
 from synthdeid.cli_types import input_file, named_input_file, output_file
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.ner.mixtures import MixtureSpec, build_mixture, check_pool_name, write_mixture
+from synthdeid.ner.mixtures import (
+    MixtureSpec,
+    build_mixture,
+    check_pool_name,
+    read_real_parts,
+    write_mixture,
+)
 from synthdeid.notes import Note, read_notes, write_notes
 
 log = logging.getLogger(__name__)
@@ -87,8 +93,8 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     spec = parse_spec(args.spec)
     pool_paths = parse_pools(args.pool)
-    real_notes = read_notes(args.notes)
-    if not any(n.split in spec.real_parts for n in real_notes):
+    real_notes, holdout_patients = read_real_parts(args.notes, spec.real_parts)
+    if not real_notes:
         raise InputError(
             args.notes,
             None,
@@ -103,7 +109,7 @@ def run(args: argparse.Namespace) -> None:
             log.warning(
                 "pool %r: none of its %d notes is in parts %s", name, len(notes), args.pool_parts
             )
-    mixture = build_mixture(real_notes, pools, spec)
+    mixture = build_mixture(real_notes, pools, spec, holdout_patients=holdout_patients)
     provenance = make_provenance(
         "build-mixture",
         {"spec": asdict(spec), "pools": sorted(pool_paths), "pool_parts": args.pool_parts},
