@@ -315,3 +315,27 @@ def test_cli_missing_corpus_and_bad_config(
     assert "unknown keys" in capfd.readouterr().err
     assert main([*argv, "--config", "[1]"]) == 2
     assert not out_dir.exists()
+
+
+def test_cli_an_empty_file_among_several_is_skipped_but_all_empty_is_an_error(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A DP model may write no PII-coded note: its empty pool beside a full one still trains."""
+    notes = [Note(f"n{i}", "p", text, (), "synthetic") for i, text in enumerate(TEXTS)]
+    write_notes(notes, tmp_path / "no_pii.parquet")
+    write_notes([], tmp_path / "pii.parquet")
+    corpus = ["--corpus", str(tmp_path / "pii.parquet"), str(tmp_path / "no_pii.parquet")]
+    config = ["--config", json.dumps({**RUN_CONFIG, "max_steps": 1})]
+    out_dir = tmp_path / "checkpoint"
+    argv = ["tapt-encoder", *corpus, *config, "--device", "cpu", "--no-progress"]
+    assert main([*argv, "--out-dir", str(out_dir)]) == 0
+    meta = json.loads((out_dir / TAPT_CONFIG_FILE).read_text())
+    assert meta["corpus"]["notes_per_file"] == {
+        str(tmp_path / "pii.parquet"): 0,
+        str(tmp_path / "no_pii.parquet"): len(TEXTS),
+    }
+    assert "pii.parquet: no notes; TAPT trains on the other files" in capfd.readouterr().err
+    write_notes([], tmp_path / "no_pii.parquet")
+    assert main([*argv, "--out-dir", str(tmp_path / "none")]) == 2
+    assert "no notes in the corpus" in capfd.readouterr().err
+    assert not (tmp_path / "none").exists()

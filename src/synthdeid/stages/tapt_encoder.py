@@ -46,6 +46,11 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser, threads_help="CPU threads", device_help="auto, cpu, cuda, cuda:N")
 
 
+def kept(parts: list[str]) -> str:
+    """How an error names the notes asked for: those of ``--parts``, or all."""
+    return f" of the parts {', '.join(parts)}" if parts else ""
+
+
 def run(args: argparse.Namespace) -> None:
     # torch and transformers load here, not when the CLI starts
     from synthdeid.artifacts import make_provenance
@@ -62,16 +67,19 @@ def run(args: argparse.Namespace) -> None:
         notes = read_notes(path)
         if args.parts:
             notes = [note for note in notes if note.split in set(args.parts)]
-        if not notes:
-            kept = f" of the parts {', '.join(args.parts)}" if args.parts else ""
-            raise InputError(
-                path,
-                None,
-                f"no notes{kept} in the corpus",
-                "TAPT needs at least one note to train on",
-            )
+        if not notes and len(args.corpus) > 1:
+            # one pool of several may be empty (a DP model that wrote no PII note)
+            log.warning("%s: no notes%s; TAPT trains on the other files", path, kept(args.parts))
         notes_per_file[str(path)] = len(notes)
         texts.extend(note.text for note in notes)
+    if not texts:
+        where = args.corpus[0] if len(args.corpus) == 1 else ", ".join(map(str, args.corpus))
+        raise InputError(
+            where,
+            None,
+            f"no notes{kept(args.parts)} in the corpus",
+            "TAPT needs at least one note to train on",
+        )
     provenance = make_provenance(
         "tapt",
         config.to_json(),
