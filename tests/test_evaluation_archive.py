@@ -14,6 +14,7 @@ from synthdeid.evaluation.archive import (
     RUN_RECORD,
     hashed_note_id,
     read_archive,
+    read_archives,
     read_train_time,
 )
 from synthdeid.evaluation.report import PER_DOCUMENT, read_per_document
@@ -177,3 +178,21 @@ def test_the_study_from_an_archive_equals_the_study_from_the_runs(
 def test_compare_ner_needs_a_run_or_an_archive(tmp_path: Path) -> None:
     assert main(["compare-ner", "--out-dir", str(tmp_path / "out")]) == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_archives_read_together_keep_a_run_found_twice_once_if_its_counts_agree(
+    evaluations: dict[str, Path], tmp_path: Path
+) -> None:
+    first, second = tmp_path / "bf16", tmp_path / "fp32"
+    assert archive(first / "weak", "weak", evaluations["weak"]) == 0
+    assert archive(first / "perfect", "perfect", evaluations["perfect"]) == 0
+    assert archive(second / "weak", "weak", evaluations["weak"], "--arm", "w") == 0
+    runs = read_archives([first, second])
+    assert [(r.name, r.arm, r.folder.parent) for r in runs] == [
+        ("perfect", "perfect", first),
+        ("weak", "weak", first),
+    ]
+    # the same name with other counts: the archives disagree
+    assert archive(second / "perfect", "perfect", evaluations["weak"]) == 0
+    with pytest.raises(InputError, match=r"run 'perfect' is also in .* with other per-document"):
+        read_archives([first, second])

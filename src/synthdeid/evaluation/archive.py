@@ -24,7 +24,7 @@ from __future__ import annotations
 import csv
 import datetime
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -266,3 +266,31 @@ def read_archive(folder: Path) -> list[ArchivedRun]:
     if not runs:
         raise InputError(folder, None, "the archive holds no run")
     return runs
+
+
+def read_archives(folders: Sequence[Path]) -> list[ArchivedRun]:
+    """The runs of several archives, in order: a study trained over machines or recipes.
+
+    A run in two archives is kept once, from the first, if its per-document
+    counts are the same in both (the same run archived twice, or retrained
+    with the same outcome); otherwise the archives disagree about it and are
+    refused, naming both folders.
+    """
+    runs: dict[str, ArchivedRun] = {}
+    for folder in folders:
+        for archived in read_archive(folder):
+            first = runs.get(archived.name)
+            if first is None:
+                runs[archived.name] = archived
+                continue
+            counts = read_per_document(first.folder / PER_DOCUMENT)
+            again = read_per_document(archived.folder / PER_DOCUMENT)
+            if counts.note_ids != again.note_ids or not (counts.values == again.values).all():
+                raise InputError(
+                    archived.folder,
+                    None,
+                    f"run {archived.name!r} is also in {first.folder.parent} with other "
+                    "per-document counts",
+                    "give each archive its own run names, or only one of them",
+                )
+    return list(runs.values())

@@ -36,7 +36,7 @@ from pathlib import Path
 from synthdeid.artifacts import atomic_text, write_json_atomic
 from synthdeid.cli_types import input_dir, name_pair, named_input_dir, output_dir, positive_int
 from synthdeid.errors import ConfigError
-from synthdeid.evaluation.archive import read_archive
+from synthdeid.evaluation.archive import read_archives
 from synthdeid.evaluation.arms import ArmTest
 from synthdeid.evaluation.bootstrap import bootstrap_metrics, paired_bootstrap_test
 from synthdeid.evaluation.compare import (
@@ -74,8 +74,10 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--archive",
         type=input_dir,
+        nargs="+",
         default=None,
-        help="a folder of archive-run folders: every run in it, with its arm",
+        help="a folder of archive-run folders: every run in it, with its arm (several: their runs together, a run found twice kept once if its "
+        "counts agree)",
     )
     parser.add_argument(
         "--arm",
@@ -115,7 +117,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 def add_archived_runs(args: argparse.Namespace) -> None:
     """Append the runs of ``--archive`` (and their arms) to ``--run`` / ``--arm``."""
     if args.archive is not None:
-        for archived in read_archive(args.archive):
+        for archived in read_archives(args.archive):
             args.runs.append((archived.name, archived.folder))
             if archived.arm != archived.name:
                 args.arms.append((archived.name, archived.arm))

@@ -30,7 +30,7 @@ from synthdeid.cli_types import input_dir, input_file, named_input_file, output_
 from synthdeid.errors import InputError
 from synthdeid.evaluation.archive import (
     TrainTime,
-    read_archive,
+    read_archives,
     read_json,
     read_privacy,
     read_sizes,
@@ -289,8 +289,10 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--archive",
         type=input_dir,
+        nargs="+",
         default=None,
-        help="a folder of archive-run folders: sizes, budgets and train times of its runs",
+        help="a folder of archive-run folders: sizes, budgets and train times of its runs (several: their runs together, a run found twice kept once if its "
+        "counts agree)",
     )
     parser.add_argument("--title", default="Synthetic data arms against the reference")
     parser.add_argument("--out-dir", required=True, type=output_dir, help="folder for the outputs")
@@ -310,7 +312,7 @@ def run(args: argparse.Namespace) -> None:
     privacy = {name: read_privacy(path) for name, path in args.privacy}
     train = {name: read_train_time(path) for name, path in args.benchmarks}
     if args.archive is not None:
-        for archived in read_archive(args.archive):
+        for archived in read_archives(args.archive):
             if archived.name not in runs:
                 continue  # an archive may hold more runs than one comparison
             if archived.mixture is not None:
