@@ -196,15 +196,15 @@ class PhysioNetReader(CorpusReader):
         del phrases
         lines = read_lines(text_path, self.options.encoding)
         chunks = (line if number == 0 else "\n" + line for number, line in enumerate(lines))
-        return self._notes(iter_records(chunks, path=text_path), spans_by_note, path)
+        return self._notes(iter_records(chunks, path=text_path), spans_by_note, phrase_path)
 
     def _notes(
         self,
         records: Iterator[tuple[int, str, str, str]],
         spans_by_note: dict[tuple[str, str], list[tuple[int, int, int, str, str]]],
-        path: Path,
+        phrase_path: Path,
     ) -> Iterator[Note]:
-        text_path, phrase_path = self.input_files(path)
+        text_path = phrase_path.with_name(TEXT_FILE)
         for line, patient, note, text in records:
             record = f"patient {patient}, note {note}"
             note_id = note_id_for(patient, note)
