@@ -2,7 +2,7 @@
 
     python bench/scale_memory.py --sizes 10000 100000 1000000
     python bench/scale_memory.py --sizes 10000 100000 --format physionet
-
+    python bench/scale_memory.py --sizes 1000 1000000 --deid-model MODEL_DIR --deid-precision int8
 
 For every size N, in a fresh work folder, four ``synthdeid`` calls run one
 after another, each in its own process, as the workflow chains them:
@@ -13,7 +13,10 @@ after another, each in its own process, as the workflow chains them:
   PhysioNet's ``id.text`` and ``id-phi.phrase`` and ingest reads those;
 - ``split-notes``: seed / train / holdout by patient;
 - ``replace-surrogates``: keyed surrogates (a random strong
-  ``SYNTHDEID_SECRET``, so the public demo key is never used).
+  ``SYNTHDEID_SECRET``, so the public demo key is never used);
+- with ``--deid-model DIR``, a fifth: ``predict-ner`` de-identifies the
+  surrogate notes with that trained model (``--deid-precision``, redacted
+  text written too), on ``--deid-threads`` threads (default 2, the machine).
 
 Each step's peak resident memory is the child's own ``ru_maxrss``, which
 :func:`os.wait4` returns with its exit status (``getrusage(RUSAGE_CHILDREN)``
@@ -21,8 +24,10 @@ is a maximum over every child so far, so it hides a smaller later step).
 Wall seconds and notes per second are printed beside it, and every step's
 peak is also given as a ratio to the same step at the smallest N measured in
 the same run (the baseline): a step whose memory is flat in the number of
-notes stays near 1.00x. Every step runs with ``OMP_NUM_THREADS=1`` (Arrow's
-thread pool follows it), so the figures are one core's.
+notes stays near 1.00x. Every step but ``predict-ner`` runs with
+``OMP_NUM_THREADS=1`` (Arrow's thread pool follows it), so its figures are
+one core's. A last row per size adds the steps' wall seconds up (the whole
+chain, ``make-demo`` included, and its largest peak).
 """
 
 from __future__ import annotations
@@ -39,10 +44,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-STEPS = ("make-demo", "ingest-corpus", "split-notes", "replace-surrogates")
+STEPS = ("make-demo", "ingest-corpus", "split-notes", "replace-surrogates", "predict-ner")
+TOTAL = "total"
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 SOURCE = "demo-synthetic"
 FRACTIONS = {"seed": "0.3", "train": "0.4", "holdout": "0.3"}
+
+
+@dataclass(frozen=True)
+class Deid:
+    """The de-identification step: a trained model directory, its number format, threads."""
+
+    model: Path
+    precision: str
+    threads: int
 
 
 @dataclass(frozen=True)
@@ -85,19 +100,21 @@ def write_physionet(jsonl: Path, folder: Path) -> None:
                 phrase_file.write(f"{patient} {number} {start} {end} {span['label']} {surface}\n")
 
 
-def commands(n_notes: int, folder: Path, corpus_format: str) -> dict[str, list[str]]:
-    """The four steps' arguments, as the workflow's rules pass them."""
+def commands(
+    n_notes: int, folder: Path, corpus_format: str, deid: Deid | None = None
+) -> dict[str, list[str]]:
+    """The steps' arguments, as the workflow's rules pass them (``predict-ner`` with ``deid``)."""
     corpus, notes, split = folder / "demo", folder / "ingest", folder / "split"
     read = (
         ("--corpus", str(corpus / "notes.jsonl"), "--format", "jsonl")
         if corpus_format == "jsonl"
         else ("--corpus", str(folder / "physionet"), "--format", "physionet")
     )
-    surrogate = folder / "surrogate"
+    surrogate, predicted = folder / "surrogate", folder / "deid"
     split_args = ["--seed", "13"]
     for part, fraction in FRACTIONS.items():
         split_args += [f"--{part}-fraction", fraction]
-    return {
+    steps = {
         "make-demo": ["--n-notes", str(n_notes), "--out-dir", str(corpus)],
         "ingest-corpus": [
             *read,
@@ -115,6 +132,15 @@ def commands(n_notes: int, folder: Path, corpus_format: str) -> dict[str, list[s
             *("--offsets", str(surrogate / "local" / "offsets.parquet")),
         ],
     }
+    if deid is not None:
+        steps["predict-ner"] = [
+            *("--model", str(deid.model), "--notes", str(surrogate / "notes.parquet")),
+            *("--out", str(predicted / "predictions.parquet")),
+            *("--out-deidentified", str(predicted / "deidentified.parquet"), "--mode", "redact"),
+            *("--summary", str(predicted / "summary.json"), "--precision", deid.precision),
+            *("--threads", str(deid.threads), "--device", "cpu"),
+        ]
+    return steps
 
 
 def run_measured(
@@ -135,20 +161,28 @@ def run_measured(
 
 
 def measure_size(
-    n_notes: int, work: Path, env: dict[str, str], corpus_format: str
+    n_notes: int, work: Path, env: dict[str, str], corpus_format: str, deid: Deid | None
 ) -> list[Measure]:
     folder = work / f"n{n_notes}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     measures = []
-    for step, arguments in commands(n_notes, folder, corpus_format).items():
+    for step, arguments in commands(n_notes, folder, corpus_format, deid).items():
         if step == "ingest-corpus" and corpus_format == "physionet":
             write_physionet(folder / "demo" / "notes.jsonl", folder / "physionet")
         print(f"N={n_notes:,}: {step} ...", file=sys.stderr, flush=True)
-        seconds, peak_mb = run_measured(step, arguments, env, folder / f"{step}.log")
+        step_env = (
+            env
+            if deid is None or step != "predict-ner"
+            else {**env, "OMP_NUM_THREADS": str(deid.threads)}
+        )
+        seconds, peak_mb = run_measured(step, arguments, step_env, folder / f"{step}.log")
         measures.append(Measure(step, n_notes, seconds, peak_mb))
         print(f"N={n_notes:,}: {step} {seconds:.1f} s, peak {peak_mb:.0f} MB", file=sys.stderr)
-    return measures
+    total = Measure(
+        TOTAL, n_notes, sum(m.seconds for m in measures), max(m.peak_mb for m in measures)
+    )
+    return [*measures, total]
 
 
 def table(measures: list[Measure]) -> str:
@@ -158,7 +192,8 @@ def table(measures: list[Measure]) -> str:
         "| notes | step | wall s | notes/s | peak RSS MB | peak vs smallest N |",
         "|---|---|---|---|---|---|",
     ]
-    for m in sorted(measures, key=lambda m: (m.notes, STEPS.index(m.step))):
+    order = (*STEPS, TOTAL)
+    for m in sorted(measures, key=lambda m: (m.notes, order.index(m.step))):
         ratio = m.peak_mb / baseline[m.step].peak_mb
         rows.append(
             f"| {m.notes:,} | {m.step} | {m.seconds:,.1f} | {m.notes / m.seconds:,.0f} "
@@ -188,15 +223,35 @@ def main() -> None:
         default="jsonl",
         help="the corpus format ingest-corpus reads (default: %(default)s)",
     )
+    parser.add_argument(
+        "--deid-model",
+        type=Path,
+        default=None,
+        help="a trained model directory: adds predict-ner over the surrogate notes",
+    )
+    parser.add_argument(
+        "--deid-precision",
+        choices=("fp32", "bf16", "int8"),
+        default="int8",
+        help="predict-ner's number format (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--deid-threads", type=int, default=2, help="predict-ner's threads (default: %(default)s)"
+    )
     args = parser.parse_args()
     if min(args.sizes) < 1:
         parser.error("--sizes must be positive")
+    deid = None
+    if args.deid_model is not None:
+        if not (args.deid_model / "config.json").is_file():
+            parser.error(f"--deid-model {args.deid_model}: not a trained model directory")
+        deid = Deid(args.deid_model.resolve(), args.deid_precision, args.deid_threads)
     env = {**os.environ, "SYNTHDEID_SECRET": secrets.token_hex(32), "OMP_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work_dir or Path(tmp)
         measures = []
         for n_notes in sorted(set(args.sizes)):
-            measures += measure_size(n_notes, work, env, args.format)
+            measures += measure_size(n_notes, work, env, args.format, deid)
             if args.work_dir is None:
                 shutil.rmtree(work / f"n{n_notes}")  # a million notes is about 600 MB on disk
     print(table(measures))
