@@ -44,6 +44,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from synthdeid.cli_types import positive_int
+
 STEPS = ("make-demo", "ingest-corpus", "split-notes", "replace-surrogates", "predict-ner")
 TOTAL = "total"
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
@@ -98,6 +100,25 @@ def write_physionet(jsonl: Path, folder: Path) -> None:
                 start, end = span["start"], span["end"]
                 surface = text[start:end]
                 phrase_file.write(f"{patient} {number} {start} {end} {span['label']} {surface}\n")
+
+
+def is_model_directory(path: Path) -> bool:
+    """What ``predict-ner --model`` loads: a trained model, an ensemble or a stacker directory.
+
+    Checked before the corpus is made, so a wrong path fails in a second, not
+    after the steps before ``predict-ner`` have run on a million notes. The
+    check imports the NER modules (torch), so it runs in a child process: a
+    forked child starts from its parent's peak RSS, and a parent holding
+    torch would inflate every step's measured peak.
+    """
+    check = (
+        "import sys; from synthdeid.ner.ensemble import is_ensemble_directory; "
+        "from synthdeid.ner.stacker import is_stacked_directory; p = sys.argv[1]; "
+        "sys.exit(0 if is_ensemble_directory(p) or is_stacked_directory(p) else 1)"
+    )
+    if (path / "config.json").is_file():
+        return True
+    return subprocess.run([sys.executable, "-c", check, str(path)], check=False).returncode == 0
 
 
 def commands(
@@ -171,11 +192,8 @@ def measure_size(
         if step == "ingest-corpus" and corpus_format == "physionet":
             write_physionet(folder / "demo" / "notes.jsonl", folder / "physionet")
         print(f"N={n_notes:,}: {step} ...", file=sys.stderr, flush=True)
-        step_env = (
-            env
-            if deid is None or step != "predict-ner"
-            else {**env, "OMP_NUM_THREADS": str(deid.threads)}
-        )
+        threads = str(deid.threads) if deid is not None and step == "predict-ner" else "1"
+        step_env = {**env, "OMP_NUM_THREADS": threads}
         seconds, peak_mb = run_measured(step, arguments, step_env, folder / f"{step}.log")
         measures.append(Measure(step, n_notes, seconds, peak_mb))
         print(f"N={n_notes:,}: {step} {seconds:.1f} s, peak {peak_mb:.0f} MB", file=sys.stderr)
@@ -236,15 +254,20 @@ def main() -> None:
         help="predict-ner's number format (default: %(default)s)",
     )
     parser.add_argument(
-        "--deid-threads", type=int, default=2, help="predict-ner's threads (default: %(default)s)"
+        "--deid-threads",
+        type=positive_int,
+        default=2,
+        help="predict-ner's threads (default: %(default)s)",
     )
     args = parser.parse_args()
     if min(args.sizes) < 1:
         parser.error("--sizes must be positive")
     deid = None
     if args.deid_model is not None:
-        if not (args.deid_model / "config.json").is_file():
-            parser.error(f"--deid-model {args.deid_model}: not a trained model directory")
+        if not is_model_directory(args.deid_model):
+            parser.error(
+                f"--deid-model {args.deid_model}: not a trained model, ensemble or stacker directory"
+            )
         deid = Deid(args.deid_model.resolve(), args.deid_precision, args.deid_threads)
     env = {**os.environ, "SYNTHDEID_SECRET": secrets.token_hex(32), "OMP_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as tmp:
