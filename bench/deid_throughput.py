@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import resource
 import statistics
 import subprocess
@@ -174,15 +175,24 @@ def main() -> None:
     for name, row in rows.items():
         if row is None:
             continue
-        ratio = row["notes_per_second"] / baseline["notes_per_second"] if baseline else float("nan")
+        # n/a, not nan: no fp32 unsorted row to compare with, or a score with an empty
+        # denominator (precision with no predicted span)
+        ratio = (
+            f"{row['notes_per_second'] / baseline['notes_per_second']:.2f}x" if baseline else "n/a"
+        )
         print(
             f"| {name} | {row['notes']} | {row['notes_per_second']:.1f} "
             f"| {row['notes_per_second_min']:.1f}-{row['notes_per_second_max']:.1f} "
-            f"| {row['tokens_per_second']:.0f} | {row['peak_rss_mb']:.0f} | {ratio:.2f}x "
+            f"| {row['tokens_per_second']:.0f} | {row['peak_rss_mb']:.0f} | {ratio} "
             f"| {row['notes_per_second'] / PERL_DEID_NOTES_PER_SECOND:.1f}x "
-            f"| {row['detection_recall']:.4f} | {row['detection_precision']:.4f} "
-            f"| {row['leakage_overlap_all']:.4f} |"
+            f"| {_score(row['detection_recall'])} | {_score(row['detection_precision'])} "
+            f"| {_score(row['leakage_overlap_all'])} |"
         )
+
+
+def _score(value: float | None) -> str:
+    """A score to 4 places, n/a where it is undefined (None or NaN)."""
+    return "n/a" if value is None or math.isnan(value) else f"{value:.4f}"
 
 
 if __name__ == "__main__":
