@@ -14,6 +14,8 @@ from synthdeid.ingest import IngestResult, IngestSettings, ingest_corpus
 from synthdeid.labels import LabelMap
 
 REPO = Path(__file__).resolve().parents[1]
+# SLURM_CONF as the test session found it (None: unset); _no_slurm_probe replaces it
+SLURM_CONF_AT_START = os.environ.get("SLURM_CONF")
 
 
 @pytest.fixture(scope="session")
@@ -84,3 +86,26 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_slurm_probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every snakemake start imports the SLURM executor plugin, which runs `scontrol show
+    config` to read MinJobAge. Where SLURM's client is installed and no controller answers
+    (after tests/test_slurm_workflow.py has stopped its cluster, say), scontrol waits 10 s
+    for one: each snakemake a test starts would pay that. An empty SLURM_CONF makes
+    scontrol fail at once; the SLURM tests put the real one back (slurm_conf_at_start)."""
+    empty = tmp_path_factory.mktemp("no-slurm") / "slurm.conf"
+    empty.write_text("")
+    os.environ["SLURM_CONF"] = str(empty)
+    yield
+    if SLURM_CONF_AT_START is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = SLURM_CONF_AT_START
+
+
+@pytest.fixture(scope="session")
+def slurm_conf_at_start() -> str | None:
+    """SLURM_CONF as the test session found it (None: unset)."""
+    return SLURM_CONF_AT_START

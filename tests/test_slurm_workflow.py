@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,21 @@ class WorkflowRun:
             parts.append(f"--- {log.relative_to(self.workdir)}, last 30 lines ---")
             parts += log.read_text(errors="replace").splitlines()[-30:]
         return "\n".join(parts)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _real_slurm_conf(slurm_conf_at_start: str | None) -> Iterator[None]:
+    """The SLURM configuration the session started with, not conftest's empty one."""
+    replaced = os.environ.get("SLURM_CONF")
+    if slurm_conf_at_start is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = slurm_conf_at_start
+    yield
+    if replaced is None:
+        os.environ.pop("SLURM_CONF", None)
+    else:
+        os.environ["SLURM_CONF"] = replaced
 
 
 def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
