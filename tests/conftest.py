@@ -97,12 +97,9 @@ def _no_slurm_probe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     scontrol fail at once; the SLURM tests put the real one back (slurm_conf_at_start)."""
     empty = tmp_path_factory.mktemp("no-slurm") / "slurm.conf"
     empty.write_text("")
-    os.environ["SLURM_CONF"] = str(empty)
-    yield
-    if SLURM_CONF_AT_START is None:
-        os.environ.pop("SLURM_CONF", None)
-    else:
-        os.environ["SLURM_CONF"] = SLURM_CONF_AT_START
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("SLURM_CONF", str(empty))
+        yield
 
 
 @pytest.fixture(scope="session")

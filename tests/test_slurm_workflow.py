@@ -126,16 +126,12 @@ class WorkflowRun:
 @pytest.fixture(scope="module", autouse=True)
 def _real_slurm_conf(slurm_conf_at_start: str | None) -> Iterator[None]:
     """The SLURM configuration the session started with, not conftest's empty one."""
-    replaced = os.environ.get("SLURM_CONF")
-    if slurm_conf_at_start is None:
-        os.environ.pop("SLURM_CONF", None)
-    else:
-        os.environ["SLURM_CONF"] = slurm_conf_at_start
-    yield
-    if replaced is None:
-        os.environ.pop("SLURM_CONF", None)
-    else:
-        os.environ["SLURM_CONF"] = replaced
+    with pytest.MonkeyPatch.context() as env:
+        if slurm_conf_at_start is None:
+            env.delenv("SLURM_CONF", raising=False)
+        else:
+            env.setenv("SLURM_CONF", slurm_conf_at_start)
+        yield
 
 
 def _run(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
