@@ -16,7 +16,19 @@ after another, each in its own process, as the workflow chains them:
   ``SYNTHDEID_SECRET``, so the public demo key is never used);
 - with ``--deid-model DIR``, a fifth: ``predict-ner`` de-identifies the
   surrogate notes with that trained model (``--deid-precision``, redacted
-  text written too), on ``--deid-threads`` threads (default 2, the machine).
+  text written too), on ``--deid-threads`` threads (default 2, the machine);
+  with ``--deid-shards K`` it runs as K jobs over row ranges, one after
+  another as K SLURM jobs would on one node, then ``gather-shards`` joins them
+  into the artifact one job writes (its own row in the table).
+
+With ``--work-dir DIR --resume`` a run picks up where an earlier one over the
+same folder stopped: every finished step (and every finished shard) is
+recorded in ``DIR/nN/measures.jsonl`` the moment it ends, and a resumed run
+reuses those records and runs only what is missing. A run that stops, or a
+machine that goes away, loses at most the step in progress; the records say
+when each step ran. A resumed run refuses a folder measured with other
+settings (format, model, precision, threads, shards): its figures would not
+add up.
 
 Each step's peak resident memory is the child's own ``ru_maxrss``, which
 :func:`os.wait4` returns with its exit status (``getrusage(RUSAGE_CHILDREN)``
@@ -41,12 +53,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from synthdeid.cli_types import positive_int
+from synthdeid.shards import Shard, shard_path
 
-STEPS = ("make-demo", "ingest-corpus", "split-notes", "replace-surrogates", "predict-ner")
+STEPS = (
+    "make-demo",
+    "ingest-corpus",
+    "split-notes",
+    "replace-surrogates",
+    "predict-ner",
+    "gather-shards",
+)
 TOTAL = "total"
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 SOURCE = "demo-synthetic"
@@ -60,6 +81,8 @@ class Deid:
     model: Path
     precision: str
     threads: int
+    shards: int = 1
+    chunk_notes: int | None = None  # predict-ner's --chunk-notes (None: its default)
 
 
 @dataclass(frozen=True)
@@ -68,6 +91,17 @@ class Measure:
     notes: int
     seconds: float
     peak_mb: float
+    jobs: int = 1  # the shard jobs a step ran as (their seconds added, their peaks' maximum)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One child process of the chain: ``step`` (its synthdeid command) with ``arguments``;
+    ``key`` names it in the records (``predict-ner 2/4`` for a shard)."""
+
+    key: str
+    step: str
+    arguments: list[str]
 
 
 def identity_label_map() -> str:
@@ -121,10 +155,9 @@ def is_model_directory(path: Path) -> bool:
     return subprocess.run([sys.executable, "-c", check, str(path)], check=False).returncode == 0
 
 
-def commands(
-    n_notes: int, folder: Path, corpus_format: str, deid: Deid | None = None
-) -> dict[str, list[str]]:
-    """The steps' arguments, as the workflow's rules pass them (``predict-ner`` with ``deid``)."""
+def commands(n_notes: int, folder: Path, corpus_format: str, deid: Deid | None = None) -> list[Job]:
+    """The chain's jobs in order, with the arguments the workflow's rules pass (``predict-ner``
+    with ``deid``: one job, or ``deid.shards`` shard jobs and their ``gather-shards``)."""
     corpus, notes, split = folder / "demo", folder / "ingest", folder / "split"
     read = (
         ("--corpus", str(corpus / "notes.jsonl"), "--format", "jsonl")
@@ -153,15 +186,36 @@ def commands(
             *("--offsets", str(surrogate / "local" / "offsets.parquet")),
         ],
     }
-    if deid is not None:
-        steps["predict-ner"] = [
-            *("--model", str(deid.model), "--notes", str(surrogate / "notes.parquet")),
-            *("--out", str(predicted / "predictions.parquet")),
-            *("--out-deidentified", str(predicted / "deidentified.parquet"), "--mode", "redact"),
-            *("--summary", str(predicted / "summary.json"), "--precision", deid.precision),
-            *("--threads", str(deid.threads), "--device", "cpu"),
+    jobs = [Job(step, step, arguments) for step, arguments in steps.items()]
+    if deid is None:
+        return jobs
+    outputs = {
+        "--out": predicted / "predictions.parquet",
+        "--out-deidentified": predicted / "deidentified.parquet",
+        "--summary": predicted / "summary.json",
+    }
+    predict = [
+        *("--model", str(deid.model), "--notes", str(surrogate / "notes.parquet")),
+        *("--mode", "redact", "--precision", deid.precision),
+        *("--threads", str(deid.threads), "--device", "cpu"),
+    ]
+    if deid.chunk_notes is not None:
+        predict += ["--chunk-notes", str(deid.chunk_notes)]
+    if deid.shards == 1:
+        written = [item for flag, path in outputs.items() for item in (flag, str(path))]
+        return [*jobs, Job("predict-ner", "predict-ner", [*predict, *written])]
+    for index in range(1, deid.shards + 1):
+        shard = Shard(index, deid.shards)
+        # each shard writes its own files beside the artifact, as the workflow's shard jobs do
+        written = [
+            item
+            for flag, path in outputs.items()
+            for item in (flag, shard_path(str(path), shard.label))
         ]
-    return steps
+        arguments = [*predict, *written, "--shard", f"{index}/{deid.shards}"]
+        jobs.append(Job(f"predict-ner {index}/{deid.shards}", "predict-ner", arguments))
+    gather = ["--count", str(deid.shards), *(str(path) for path in outputs.values())]
+    return [*jobs, Job("gather-shards", "gather-shards", gather)]
 
 
 def run_measured(
@@ -181,24 +235,98 @@ def run_measured(
     return seconds, usage.ru_maxrss / 1024  # ru_maxrss: kilobytes on Linux
 
 
+RECORDS = "measures.jsonl"
+
+
+def settings_record(corpus_format: str, deid: Deid | None) -> dict[str, object]:
+    """What a folder's figures depend on besides N: a resumed run must match it."""
+    return {
+        "format": corpus_format,
+        "deid": None if deid is None else {**asdict(deid), "model": str(deid.model)},
+    }
+
+
+def read_records(folder: Path, settings: dict[str, object]) -> dict[str, dict[str, object]]:
+    """The finished jobs recorded in ``folder`` (key -> record); {} for a fresh folder.
+
+    Raises SystemExit when the folder was measured with other settings."""
+    path = folder / RECORDS
+    if not path.is_file():
+        return {}
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not lines or lines[0].get("settings") != settings:
+        recorded = lines[0].get("settings") if lines else None
+        raise SystemExit(
+            f"{path}: measured with settings {recorded}, not {settings}; "
+            "resume with the same options, or measure in another --work-dir"
+        )
+    return {line["key"]: line for line in lines[1:]}
+
+
+def append_record(folder: Path, record: dict[str, object]) -> None:
+    """One line, flushed and synced, so a killed run loses only the job in progress."""
+    with (folder / RECORDS).open("a", encoding="utf-8") as records:
+        records.write(json.dumps(record) + "\n")
+        records.flush()
+        os.fsync(records.fileno())
+
+
+def combine(n_notes: int, step: str, records: list[dict[str, object]]) -> Measure:
+    """A step's figures from its jobs' records: seconds added, the largest peak."""
+    seconds = sum(float(str(r["seconds"])) for r in records)
+    peak = max(float(str(r["peak_mb"])) for r in records)
+    return Measure(step, n_notes, seconds, peak, jobs=len(records))
+
+
 def measure_size(
-    n_notes: int, work: Path, env: dict[str, str], corpus_format: str, deid: Deid | None
+    n_notes: int,
+    work: Path,
+    env: dict[str, str],
+    corpus_format: str,
+    deid: Deid | None,
+    resume: bool = False,
 ) -> list[Measure]:
     folder = work / f"n{n_notes}"
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    measures = []
-    for step, arguments in commands(n_notes, folder, corpus_format, deid).items():
-        if step == "ingest-corpus" and corpus_format == "physionet":
-            write_physionet(folder / "demo" / "notes.jsonl", folder / "physionet")
-        print(f"N={n_notes:,}: {step} ...", file=sys.stderr, flush=True)
-        threads = str(deid.threads) if deid is not None and step == "predict-ner" else "1"
-        step_env = {**env, "OMP_NUM_THREADS": threads}
-        seconds, peak_mb = run_measured(step, arguments, step_env, folder / f"{step}.log")
-        measures.append(Measure(step, n_notes, seconds, peak_mb))
-        print(f"N={n_notes:,}: {step} {seconds:.1f} s, peak {peak_mb:.0f} MB", file=sys.stderr)
+    settings = settings_record(corpus_format, deid)
+    done = read_records(folder, settings) if resume else {}
+    if not done:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        append_record(folder, {"settings": settings})
+    by_step: dict[str, list[dict[str, object]]] = {}
+    for job in commands(n_notes, folder, corpus_format, deid):
+        record = done.get(job.key)
+        if record is None:
+            if job.step == "ingest-corpus" and corpus_format == "physionet":
+                write_physionet(folder / "demo" / "notes.jsonl", folder / "physionet")
+            print(f"N={n_notes:,}: {job.key} ...", file=sys.stderr, flush=True)
+            threads = str(deid.threads) if deid is not None and job.step == "predict-ner" else "1"
+            step_env = {**env, "OMP_NUM_THREADS": threads}
+            log = folder / f"{job.key.replace(' ', '.').replace('/', '-of-')}.log"
+            seconds, peak_mb = run_measured(job.step, job.arguments, step_env, log)
+            record = {
+                "key": job.key,
+                "seconds": seconds,
+                "peak_mb": peak_mb,
+                "finished": datetime.now(UTC).isoformat(timespec="seconds"),
+            }
+            append_record(folder, record)
+            verb = "ran"
+        else:
+            verb = f"recorded {record['finished']}"
+        print(
+            f"N={n_notes:,}: {job.key} {float(str(record['seconds'])):.1f} s, "
+            f"peak {float(str(record['peak_mb'])):.0f} MB ({verb})",
+            file=sys.stderr,
+        )
+        by_step.setdefault(job.step, []).append(record)
+    measures = [combine(n_notes, step, records) for step, records in by_step.items()]
     total = Measure(
-        TOTAL, n_notes, sum(m.seconds for m in measures), max(m.peak_mb for m in measures)
+        TOTAL,
+        n_notes,
+        sum(m.seconds for m in measures),
+        max(m.peak_mb for m in measures),
+        jobs=sum(m.jobs for m in measures),
     )
     return [*measures, total]
 
@@ -213,8 +341,9 @@ def table(measures: list[Measure]) -> str:
     order = (*STEPS, TOTAL)
     for m in sorted(measures, key=lambda m: (m.notes, order.index(m.step))):
         ratio = m.peak_mb / baseline[m.step].peak_mb
+        step = m.step if m.jobs == 1 or m.step == TOTAL else f"{m.step} ({m.jobs} shard jobs)"
         rows.append(
-            f"| {m.notes:,} | {m.step} | {m.seconds:,.1f} | {m.notes / m.seconds:,.0f} "
+            f"| {m.notes:,} | {step} | {m.seconds:,.1f} | {m.notes / m.seconds:,.0f} "
             f"| {m.peak_mb:,.0f} | {ratio:.2f}x |"
         )
     return "\n".join(rows)
@@ -259,22 +388,47 @@ def main() -> None:
         default=2,
         help="predict-ner's threads (default: %(default)s)",
     )
+    parser.add_argument(
+        "--deid-shards",
+        type=positive_int,
+        default=1,
+        help="predict-ner as this many shard jobs, then gather-shards (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--deid-chunk-notes",
+        type=positive_int,
+        default=None,
+        help="predict-ner's --chunk-notes, the unit shards are cut in (default: its own)",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="with --work-dir: reuse the jobs an earlier run recorded there, run the rest",
+    )
     args = parser.parse_args()
     if min(args.sizes) < 1:
         parser.error("--sizes must be positive")
+    if args.resume and args.work_dir is None:
+        parser.error("--resume needs --work-dir (the folder of the run to resume)")
     deid = None
     if args.deid_model is not None:
         if not is_model_directory(args.deid_model):
             parser.error(
                 f"--deid-model {args.deid_model}: not a trained model, ensemble or stacker directory"
             )
-        deid = Deid(args.deid_model.resolve(), args.deid_precision, args.deid_threads)
+        deid = Deid(
+            args.deid_model.resolve(),
+            args.deid_precision,
+            args.deid_threads,
+            args.deid_shards,
+            args.deid_chunk_notes,
+        )
     env = {**os.environ, "SYNTHDEID_SECRET": secrets.token_hex(32), "OMP_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work_dir or Path(tmp)
         measures = []
         for n_notes in sorted(set(args.sizes)):
-            measures += measure_size(n_notes, work, env, args.format, deid)
+            measures += measure_size(n_notes, work, env, args.format, deid, args.resume)
             if args.work_dir is None:
                 shutil.rmtree(work / f"n{n_notes}")  # a million notes is about 600 MB on disk
     print(table(measures))

@@ -1,0 +1,146 @@
+"""bench/scale_memory.py: its de-identification as shard jobs plus a gather, and resuming a run.
+
+A million notes through ``predict-ner`` outlasts a working day on 2 cores, so
+the benchmark records every finished job as it ends and a later run over the
+same folder runs only what is missing (that shards gather into one job's bytes
+is tests/test_shards.py's and the SLURM test's).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from ner_helpers import note_from_pieces, tiny_encoder_dir
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPT = REPO / "bench/scale_memory.py"
+DEID_TABLES = ("predictions.parquet", "deidentified.parquet")
+OUTPUT_FLAGS = ("--out", "--out-deidentified", "--summary")
+
+
+def bench_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("scale_memory", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["scale_memory"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_sharded_deid_is_shard_jobs_then_one_gather(tmp_path: Path) -> None:
+    bench = bench_module()
+    deid = bench.Deid(tmp_path / "model", "int8", 2, shards=3)
+    jobs = bench.commands(100, tmp_path, "jsonl", deid)
+    keys = [job.key for job in jobs]
+    assert keys[-4:] == ["predict-ner 1/3", "predict-ner 2/3", "predict-ner 3/3", "gather-shards"]
+    for index, job in enumerate(jobs[-4:-1], start=1):
+        assert job.step == "predict-ner"
+        assert job.arguments[-2:] == ["--shard", f"{index}/3"]
+    gather = jobs[-1].arguments
+    assert gather[:2] == ["--count", "3"]
+    # each shard writes its own files beside the three artifacts the gather joins
+    for index, job in enumerate(jobs[-4:-1], start=1):
+        written = [job.arguments[i + 1] for i, a in enumerate(job.arguments) if a in OUTPUT_FLAGS]
+        assert written == [
+            str(tmp_path / "deid" / name.replace(".", f".shard-{index}-of-3."))
+            for name in (*DEID_TABLES, "summary.json")
+        ]
+    assert gather[2:] == [str(tmp_path / "deid" / name) for name in (*DEID_TABLES, "summary.json")]
+    unsharded = bench.commands(100, tmp_path, "jsonl", bench.Deid(tmp_path / "model", "int8", 2))
+    assert [job.key for job in unsharded][-1] == "predict-ner"
+    assert "--shard" not in unsharded[-1].arguments
+
+
+def tiny_tagger(directory: Path) -> Path:
+    """A 2-layer tagger trained for one epoch on made-up notes: something predict-ner loads."""
+    import torch
+
+    from synthdeid.ner.model_card import save_model_directory
+    from synthdeid.ner.training import TrainingConfig, train
+
+    torch.manual_seed(0)
+    notes = [
+        note_from_pieces(f"n{i}", f"p{i % 4}", ["Seen by Dr. ", ("Okafor", "DOCTOR"), " today."])
+        for i in range(8)
+    ]
+    config = TrainingConfig.from_mapping(
+        {
+            "model": str(tiny_encoder_dir(directory / "encoder")),
+            "max_length": 32,
+            "stride": 8,
+            "epochs": 1,
+            "batch_size": 4,
+            "learning_rate": 1e-3,
+        }
+    )
+    result = train(notes[:6], notes[6:], config, progress=False)
+    mixture = {"regime": "augmentation", "n_train_total": 6}
+    return save_model_directory(result, config, directory / "model", mixture=mixture, run="tiny")
+
+
+def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600
+    )
+
+
+def jobs_run(stderr: str) -> list[str]:
+    """The jobs a bench run ran (not those it found recorded), from its progress lines."""
+    return [m[1] for m in re.finditer(r"^N=[\d,]+: (.+?) [\d.]+ s, .*\(ran\)$", stderr, re.M)]
+
+
+@pytest.mark.slow
+def test_a_resumed_run_runs_only_the_missing_jobs_and_gathers_the_same_bytes(
+    tmp_path: Path,
+) -> None:
+    model = tiny_tagger(tmp_path / "tagger")
+    work = tmp_path / "work"
+    common = ["--sizes", "120", "--work-dir", str(work), "--deid-model", str(model)]
+    # chunks of 40 notes: each of the 3 shards gets one
+    common += ["--deid-precision", "fp32", "--deid-threads", "1", "--deid-chunk-notes", "40"]
+    first = run_bench(*common, "--deid-shards", "3")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "| 120 | predict-ner (3 shard jobs) |" in first.stdout
+    assert "| 120 | gather-shards |" in first.stdout
+    assert jobs_run(first.stderr)[-4:] == [
+        "predict-ner 1/3",
+        "predict-ner 2/3",
+        "predict-ner 3/3",
+        "gather-shards",
+    ]
+    folder = work / "n120"
+    gathered = {name: (folder / "deid" / name).read_bytes() for name in DEID_TABLES}
+    records = (folder / "measures.jsonl").read_text().splitlines()
+    assert len(records) == 1 + 4 + 3 + 1  # the settings, 4 steps, 3 shards, the gather
+    shard_rows = [
+        json.loads((folder / f"deid/summary.shard-{k}-of-3.json").read_text())["shard"]["rows"]
+        for k in (1, 2, 3)
+    ]
+    assert shard_rows == [[0, 40], [40, 80], [80, 120]]
+
+    # as if the machine went away during the last shard: its record and the gather's are lost
+    keep = [json.loads(line).get("key") for line in records].index("predict-ner 2/3") + 1
+    (folder / "measures.jsonl").write_text("\n".join(records[:keep]) + "\n")
+    for name in DEID_TABLES:
+        (folder / "deid" / name).unlink()
+    resumed = run_bench(*common, "--deid-shards", "3", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert jobs_run(resumed.stderr) == ["predict-ner 3/3", "gather-shards"]
+    assert resumed.stderr.count("(recorded ") == 6
+    assert "| 120 | predict-ner (3 shard jobs) |" in resumed.stdout
+    for name in DEID_TABLES:
+        assert (folder / "deid" / name).read_bytes() == gathered[name], name
+
+    # a folder measured with other settings is refused, not mixed into the figures
+    other = run_bench(*common, "--deid-shards", "2", "--resume")
+    assert other.returncode != 0
+    assert "measured with settings" in other.stderr
+    assert "| 120 |" not in other.stdout
