@@ -56,6 +56,7 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from synthdeid.cli_types import positive_int
 from synthdeid.shards import Shard, shard_path
@@ -236,9 +237,10 @@ def run_measured(
 
 
 RECORDS = "measures.jsonl"
+Record = dict[str, Any]  # one line of RECORDS: a finished job, or the settings
 
 
-def settings_record(corpus_format: str, deid: Deid | None) -> dict[str, object]:
+def settings_record(corpus_format: str, deid: Deid | None) -> Record:
     """What a folder's figures depend on besides N: a resumed run must match it."""
     return {
         "format": corpus_format,
@@ -246,7 +248,7 @@ def settings_record(corpus_format: str, deid: Deid | None) -> dict[str, object]:
     }
 
 
-def read_records(folder: Path, settings: dict[str, object]) -> dict[str, dict[str, object]]:
+def read_records(folder: Path, settings: Record) -> dict[str, Record]:
     """The finished jobs recorded in ``folder`` (key -> record); {} for a fresh folder.
 
     Raises SystemExit when the folder was measured with other settings."""
@@ -263,7 +265,7 @@ def read_records(folder: Path, settings: dict[str, object]) -> dict[str, dict[st
     return {line["key"]: line for line in lines[1:]}
 
 
-def append_record(folder: Path, record: dict[str, object]) -> None:
+def append_record(folder: Path, record: Record) -> None:
     """One line, flushed and synced, so a killed run loses only the job in progress."""
     with (folder / RECORDS).open("a", encoding="utf-8") as records:
         records.write(json.dumps(record) + "\n")
@@ -271,10 +273,10 @@ def append_record(folder: Path, record: dict[str, object]) -> None:
         os.fsync(records.fileno())
 
 
-def combine(n_notes: int, step: str, records: list[dict[str, object]]) -> Measure:
+def combine(n_notes: int, step: str, records: list[Record]) -> Measure:
     """A step's figures from its jobs' records: seconds added, the largest peak."""
-    seconds = sum(float(str(r["seconds"])) for r in records)
-    peak = max(float(str(r["peak_mb"])) for r in records)
+    seconds = sum(r["seconds"] for r in records)
+    peak = max(r["peak_mb"] for r in records)
     return Measure(step, n_notes, seconds, peak, jobs=len(records))
 
 
@@ -293,7 +295,7 @@ def measure_size(
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
         append_record(folder, {"settings": settings})
-    by_step: dict[str, list[dict[str, object]]] = {}
+    by_step: dict[str, list[Record]] = {}
     for job in commands(n_notes, folder, corpus_format, deid):
         record = done.get(job.key)
         if record is None:
@@ -315,8 +317,8 @@ def measure_size(
         else:
             verb = f"recorded {record['finished']}"
         print(
-            f"N={n_notes:,}: {job.key} {float(str(record['seconds'])):.1f} s, "
-            f"peak {float(str(record['peak_mb'])):.0f} MB ({verb})",
+            f"N={n_notes:,}: {job.key} {record['seconds']:.1f} s, "
+            f"peak {record['peak_mb']:.0f} MB ({verb})",
             file=sys.stderr,
         )
         by_step.setdefault(job.step, []).append(record)
