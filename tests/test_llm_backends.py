@@ -295,6 +295,40 @@ def test_failures_are_not_cached(chat_server: ScriptedChatServer, tmp_path: Path
     assert isinstance(second[1], ChatResponse) and not second[1].cached
 
 
+def test_answers_are_cached_as_they_arrive_not_after_the_batch(
+    chat_server: ScriptedChatServer, tmp_path: Path
+) -> None:
+    """A run stopped halfway through a batch keeps the answers it already had."""
+    release = threading.Event()
+
+    def hold_the_third(body: Any) -> tuple[int, Any, dict[str, str]]:
+        if last_user_message(body) == "note 2":
+            release.wait(timeout=30)
+        return 200, ok_body(f"answer to {last_user_message(body)}"), {}
+
+    chat_server.handler = hold_the_third
+    requests = [request(f"note {i}", seed=i) for i in range(3)]
+    client = backend(chat_server, cache=ResponseCache(tmp_path), concurrency=1)
+    batch = threading.Thread(target=client.complete_many, args=(requests,), daemon=True)
+    batch.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(list(tmp_path.glob("*/*.json"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # the batch is still waiting on its third answer, and the first two are on disk
+        assert batch.is_alive()
+        assert len(list(tmp_path.glob("*/*.json"))) == 2
+    finally:
+        release.set()
+        batch.join(timeout=10)
+    cache = ResponseCache(tmp_path)
+    again = backend(chat_server, cache=cache).complete_many(requests)
+    assert chat_server.count == 3 and cache.hits == 3
+    assert [r.text for r in again if isinstance(r, ChatResponse)] == [
+        f"answer to note {i}" for i in range(3)
+    ]
+
+
 def test_a_corrupt_cache_entry_is_a_miss(
     chat_server: ScriptedChatServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -475,6 +509,31 @@ def test_transformers_cache_answers_without_loading(tiny_lm: Path, tmp_path: Pat
     results = again.complete_many(local_requests())
     assert all(isinstance(r, ChatResponse) and r.cached for r in results)
     assert again._lm is None  # the model was never loaded
+
+
+def test_transformers_caches_each_batch_before_the_next(
+    tiny_lm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped in its second batch, the backend has cached the first batch's answer."""
+    local = TransformersBackend(str(tiny_lm), batch_size=1, cache=ResponseCache(tmp_path))
+    generate = local._generate
+    batches: list[int] = []
+
+    def stopped_in_the_second(batch: list[Any]) -> list[Any]:
+        batches.append(len(batch))
+        if len(batches) == 2:
+            raise KeyboardInterrupt
+        return generate(batch)
+
+    monkeypatch.setattr(local, "_generate", stopped_in_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        local.complete_many(local_requests())
+    assert len(list(tmp_path.glob("*/*.json"))) == 1
+    cache = ResponseCache(tmp_path)
+    results = TransformersBackend(str(tiny_lm), batch_size=1, cache=cache).complete_many(
+        local_requests()
+    )
+    assert cache.hits == 1 and sum(r.cached for r in results if isinstance(r, ChatResponse)) == 1
 
 
 def test_transformers_prompt_formats(tiny_lm: Path, tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ failed request (refused, timed out, malformed answer) never raises and never
 costs the rest of the batch. Backends built on :class:`CachedChatBackend`
 look every request up in an optional :class:`~synthdeid.llm.cache.ResponseCache`
 first, keyed by :func:`request_hash`, so a rerun with the same requests sends
-nothing. ``describe()`` is what goes into provenance: backend, model, endpoint
+nothing, and store each answer the moment it arrives, so a run stopped halfway
+through a batch keeps the answers it already had. ``describe()`` is what goes into provenance: backend, model, endpoint
 and generation defaults, never a secret.
 """
 
@@ -16,7 +17,7 @@ import hashlib
 import json
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -189,7 +190,7 @@ class CachedChatBackend(ChatBackend):
     """A backend that consults a response cache before generating.
 
     Subclasses implement :meth:`_complete_uncached`; successful answers are
-    stored, failures never are (a rerun tries them again).
+    stored as each arrives, failures never are (a rerun tries them again).
     """
 
     def __init__(self, cache: ResponseCache | None = None) -> None:
@@ -217,17 +218,31 @@ class CachedChatBackend(ChatBackend):
                 len(requests) - len(todo),
                 len(requests),
             )
+
+        def store(j: int, result: ChatResult) -> None:
+            # now, not after the batch: a run stopped later keeps this answer
+            if self.cache is not None and isinstance(result, ChatResponse):
+                self.cache.put(keys[todo[j]], result)
+
         fresh = (
-            self._complete_uncached([requests[i] for i in todo], progress=progress) if todo else []
+            self._complete_uncached([requests[i] for i in todo], progress=progress, on_result=store)
+            if todo
+            else []
         )
         for i, result in zip(todo, fresh, strict=True):
             results[i] = result
-            if self.cache is not None and isinstance(result, ChatResponse):
-                self.cache.put(keys[i], result)
         return [r for r in results if r is not None]
 
     @abstractmethod
     def _complete_uncached(
-        self, requests: Sequence[ChatRequest], *, progress: bool
+        self,
+        requests: Sequence[ChatRequest],
+        *,
+        progress: bool,
+        on_result: Callable[[int, ChatResult], None],
     ) -> list[ChatResult]:
-        """Generate answers for requests the cache did not have, in order."""
+        """Generate answers for requests the cache did not have, in order.
+
+        ``on_result(i, answer)`` is called once for each request ``i`` as soon as its
+        answer (or failure) is known, before the next batch is generated or sent.
+        """

@@ -38,7 +38,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -177,7 +177,11 @@ class OpenAICompatibleBackend(CachedChatBackend):
     # -- sending -------------------------------------------------------------
 
     def _complete_uncached(
-        self, requests_: Sequence[ChatRequest], *, progress: bool
+        self,
+        requests_: Sequence[ChatRequest],
+        *,
+        progress: bool,
+        on_result: Callable[[int, ChatResult], None],
     ) -> list[ChatResult]:
         results: list[ChatResult] = [ChatFailure("not sent")] * len(requests_)
         workers = max(1, min(self.concurrency, len(requests_)))
@@ -187,7 +191,9 @@ class OpenAICompatibleBackend(CachedChatBackend):
             with bar:
                 futures = {pool.submit(self._complete_one, r): i for i, r in enumerate(requests_)}
                 for future in as_completed(futures):
-                    results[futures[future]] = future.result()
+                    index = futures[future]
+                    results[index] = future.result()
+                    on_result(index, results[index])
                     bar.update(1)
         except BaseException:
             # stopped (a signal, Ctrl-C) or failed: send nothing more; the requests in

@@ -44,7 +44,7 @@ import importlib.util
 import json
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, cast
@@ -189,7 +189,11 @@ class TransformersBackend(CachedChatBackend):
     # -- generation ----------------------------------------------------------
 
     def _complete_uncached(
-        self, requests: Sequence[ChatRequest], *, progress: bool
+        self,
+        requests: Sequence[ChatRequest],
+        *,
+        progress: bool,
+        on_result: Callable[[int, ChatResult], None],
     ) -> list[ChatResult]:
         self.load()
         results: list[ChatResult] = [ChatFailure("not generated")] * len(requests)
@@ -200,12 +204,14 @@ class TransformersBackend(CachedChatBackend):
                 results[i] = ChatFailure(
                     f"prompt too long: {len(ids)} tokens, the model takes {self._max_positions()}"
                 )
+                on_result(i, results[i])
             else:
                 items.append(_Item(i, request, ids))
         with tqdm(total=len(items), desc=f"{self.name}", disable=not progress) as bar:
             for batch in self._batches(items):
                 for item, result in zip(batch, self._generate(batch), strict=True):
                     results[item.index] = result
+                    on_result(item.index, result)
                 bar.update(len(batch))
         return results
 
