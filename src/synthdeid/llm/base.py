@@ -7,8 +7,9 @@ costs the rest of the batch. Backends built on :class:`CachedChatBackend`
 look every request up in an optional :class:`~synthdeid.llm.cache.ResponseCache`
 first, keyed by :func:`request_hash`, so a rerun with the same requests sends
 nothing, and store each answer the moment it arrives, so a run stopped halfway
-through a batch keeps the answers it already had. ``describe()`` is what goes into provenance: backend, model, endpoint
-and generation defaults, never a secret.
+through a batch keeps the answers it already had. ``describe()`` is what
+goes into provenance: backend, model, endpoint and generation defaults, never
+a secret.
 """
 
 from __future__ import annotations
