@@ -189,6 +189,57 @@ def test_llm_teacher_aligns_counts_and_keeps_failures_out(
     assert projected["input_tokens"] == pytest.approx(13000 * 3900 / 4)
 
 
+# a small model's typical answer: entities it names, none of which can be used
+UNUSABLE_NOTES = [
+    note_from_pieces("dropped", "p6", ["Seen by ", ("Dr. Ngata", "DOCTOR"), " today."], "seed"),
+    note_from_pieces("quiet", "p7", ["Vitals stable overnight."], "seed"),
+    note_from_pieces("weak", "p8", ["Call ", ("Hollis", "PATIENT"), " at home."], "seed"),
+]
+UNUSABLE_ANSWERS = {
+    # a type the prompt does not define, an item without text, a string not in the note
+    "dropped": {
+        "PHYSICIAN": [{"text": "Dr. Ngata", "confidence": 0.9}],
+        "DOCTOR": [{"confidence": 0.9}, {"text": "Dr. Amadi", "confidence": 0.9}],
+    },
+    # nothing named: the teacher's word that the note holds no PHI
+    "quiet": {},
+    # named, but under the threshold
+    "weak": {"PATIENT": [{"text": "Hollis", "confidence": 0.2}]},
+}
+
+
+def unusable_answer(request_json: Any) -> tuple[int, Any, dict[str, str]]:
+    note_text = last_user_message(request_json).rsplit("Clinical note:\n", 1)[-1]
+    note = next(n for n in UNUSABLE_NOTES if n.text in note_text)
+    return 200, ok_body(json.dumps(UNUSABLE_ANSWERS[note.note_id])), {}
+
+
+def test_a_note_whose_named_entities_were_all_dropped_stays_out_of_the_pool(
+    chat_server: ScriptedChatServer, tmp_path: Path
+) -> None:
+    notes = tmp_path / "unusable.parquet"
+    write_notes(UNUSABLE_NOTES, notes)
+    chat_server.handler = unusable_answer
+    out = tmp_path / "llm"
+    assert label(notes, out, "llm", llm_settings(chat_server.url)) == 0
+
+    # an empty span list means "no PHI" only where the teacher named nothing
+    assert [n.note_id for n in read_notes(out / "silver.parquet")] == ["quiet"]
+    meta = {r["note_id"]: r for r in pq.read_table(out / "metadata.parquet").to_pylist()}
+    assert meta["quiet"]["status"] == "ok" and meta["quiet"]["entities"] == 0
+    dropped, weak = meta["dropped"], meta["weak"]
+    assert dropped["status"] == weak["status"] == "no_usable_entities"
+    assert (dropped["entities"], dropped["unknown_type"], dropped["malformed"]) == (3, 1, 1)
+    assert dropped["absent"] == 1 and dropped["n_spans"] == 0
+    assert dropped["detail"] == (
+        "the teacher named 3 entities and none was kept (absent 1, unknown_type 1, malformed 1)"
+    )
+    assert weak["below_threshold"] == 1
+    assert "Ngata" not in dropped["detail"] and "Hollis" not in weak["detail"]
+    summary = json.loads((out / "summary.json").read_text())["summary"]
+    assert summary["notes_by_status"] == {"no_usable_entities": 2, "ok": 1}
+
+
 def test_a_host_not_on_the_allowlist_is_refused_before_any_request(
     chat_server: ScriptedChatServer, notes_path: Path, tmp_path: Path, capsys
 ) -> None:

@@ -5,7 +5,11 @@ Every teacher returns one :class:`NoteLabels` per note: the spans it proposes
 status (``ok``, or why the note got no labels) and counters of what happened
 on the way (alignment outcomes, dropped entities). Notes whose status is not
 ``ok`` never enter a silver pool: a note the teacher failed on would otherwise
-teach the student that it holds no PHI.
+teach the student that it holds no PHI. The same holds for a note whose
+teacher named entities of which none survived (an unknown type, a malformed
+item, a string absent from the note, a confidence under the threshold): its
+status is ``no_usable_entities``, since an empty span list there means "the
+teacher's answer could not be used", not "no PHI".
 
 Overlap policy (:func:`resolve_overlaps`), used wherever one teacher proposes
 overlapping spans:
@@ -34,6 +38,9 @@ from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.notes import Span
 
 OK = "ok"
+# the teacher named entities and every one was dropped: its answer cannot be
+# read as "this note holds no PHI", so the note stays out of the pool
+NO_USABLE_ENTITIES = "no_usable_entities"
 # counters every teacher may report per note (zero when not applicable)
 COUNT_FIELDS: tuple[str, ...] = (
     "entities",  # entities the teacher proposed (LLM: items in the answer)
@@ -46,6 +53,14 @@ COUNT_FIELDS: tuple[str, ...] = (
     "malformed",  # entities without usable text or confidence, dropped
     "below_threshold",  # spans under their label's confidence threshold, dropped
     "overlap_dropped",  # spans dropped by the overlap policy
+)
+# the counters of entities or spans dropped for what they were, not for an overlap
+DROP_COUNTS: tuple[str, ...] = (
+    "absent",
+    "inside_word",
+    "unknown_type",
+    "malformed",
+    "below_threshold",
 )
 
 

@@ -51,6 +51,8 @@ from synthdeid.teacher.extraction import (
     parse_extraction,
 )
 from synthdeid.teacher.silver import (
+    DROP_COUNTS,
+    NO_USABLE_ENTITIES,
     NoteLabels,
     ScoredSpan,
     Thresholds,
@@ -133,12 +135,24 @@ class Teacher(ABC):
 
 
 def _finish(labels: NoteLabels, spans: list[ScoredSpan], thresholds: Thresholds) -> NoteLabels:
-    """Thresholds, then the overlap policy; the drops are counted on ``labels``."""
+    """Thresholds, then the overlap policy; the drops are counted on ``labels``.
+
+    A note whose teacher named entities and kept none is ``no_usable_entities``
+    (see :mod:`synthdeid.teacher.silver`): it keeps no labels and stays out of
+    the pool, so the student never reads a dropped answer as a note without PHI.
+    """
     kept, below = apply_thresholds(spans, thresholds)
     resolved, dropped = resolve_overlaps(kept)
     labels.count("below_threshold", below)
     labels.count("overlap_dropped", dropped)
     labels.spans = resolved
+    named = labels.counts.get("entities", 0)
+    if named and not resolved:
+        why = ", ".join(
+            f"{name} {labels.counts[name]}" for name in DROP_COUNTS if labels.counts.get(name, 0)
+        )
+        labels.status = NO_USABLE_ENTITIES
+        labels.detail = f"the teacher named {named} entities and none was kept ({why})"
     return labels
 
 
