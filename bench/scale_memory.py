@@ -26,9 +26,11 @@ same folder stopped: every finished step (and every finished shard) is
 recorded in ``DIR/nN/measures.jsonl`` the moment it ends, and a resumed run
 reuses those records and runs only what is missing. A run that stops, or a
 machine that goes away, loses at most the step in progress; the records say
-when each step ran. A resumed run refuses a folder measured with other
-settings (format, model, precision, threads, shards): its figures would not
-add up.
+when each step ran. A resumed run refuses a folder whose corpus was written
+in another format: its figures would not add up. Resumed with other
+de-identification settings (model, precision, threads, shards), it keeps the
+four corpus steps, which do not read them, and de-identifies again from the
+first shard (say, more shards to keep each job shorter than a lease).
 
 Each step's peak resident memory is the child's own ``ru_maxrss``, which
 :func:`os.wait4` returns with its exit status (``getrusage(RUSAGE_CHILDREN)``
@@ -69,6 +71,7 @@ STEPS = (
     "predict-ner",
     "gather-shards",
 )
+CORPUS_STEPS = STEPS[:4]  # the steps before de-identification: they never read its settings
 TOTAL = "total"
 DEFAULT_SIZES = (10_000, 100_000, 1_000_000)
 SOURCE = "demo-synthetic"
@@ -251,18 +254,37 @@ def settings_record(corpus_format: str, deid: Deid | None) -> Record:
 def read_records(folder: Path, settings: Record) -> dict[str, Record]:
     """The finished jobs recorded in ``folder`` (key -> record); {} for a fresh folder.
 
-    Raises SystemExit when the folder was measured with other settings."""
+    Raises SystemExit when the folder's corpus was measured in another format.
+    Measured with other de-identification settings, the folder keeps the
+    records of the corpus steps only: its de-identification outputs are
+    removed and the records rewritten (atomically) under ``settings``."""
     path = folder / RECORDS
     if not path.is_file():
         return {}
     lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    if not lines or lines[0].get("settings") != settings:
-        recorded = lines[0].get("settings") if lines else None
+    recorded = lines[0].get("settings") if lines else None
+    if not isinstance(recorded, dict) or recorded.get("format") != settings["format"]:
         raise SystemExit(
             f"{path}: measured with settings {recorded}, not {settings}; "
-            "resume with the same options, or measure in another --work-dir"
+            "resume with the same corpus format, or measure in another --work-dir"
         )
-    return {line["key"]: line for line in lines[1:]}
+    records = {line["key"]: line for line in lines[1:]}
+    if recorded == settings:
+        return records
+    kept = {key: record for key, record in records.items() if key in CORPUS_STEPS}
+    print(
+        f"{folder}: measured with de-identification settings {recorded['deid']}; "
+        f"keeping its {len(kept)} corpus steps and de-identifying with {settings['deid']}",
+        file=sys.stderr,
+        flush=True,
+    )
+    shutil.rmtree(folder / "deid", ignore_errors=True)
+    rewritten = path.with_name(path.name + ".tmp")
+    rewritten.write_text(
+        "".join(json.dumps(line) + "\n" for line in [{"settings": settings}, *kept.values()])
+    )
+    os.replace(rewritten, path)
+    return kept
 
 
 def append_record(folder: Path, record: Record) -> None:

@@ -138,8 +138,28 @@ def test_a_resumed_run_runs_only_the_missing_jobs_and_gathers_the_same_bytes(
     for name in DEID_TABLES:
         assert (folder / "deid" / name).read_bytes() == gathered[name], name
 
-    # a folder measured with other settings is refused, not mixed into the figures
-    other = run_bench(*common, "--deid-shards", "2", "--resume")
+    # other de-identification settings: the corpus steps stay, de-identification runs again
+    # (its old records are not mixed into the new figures) and gathers the same bytes
+    reshard = run_bench(*common, "--deid-shards", "2", "--resume")
+    assert reshard.returncode == 0, reshard.stderr[-3000:]
+    assert "keeping its 4 corpus steps" in reshard.stderr
+    assert jobs_run(reshard.stderr) == ["predict-ner 1/2", "predict-ner 2/2", "gather-shards"]
+    assert reshard.stderr.count("(recorded ") == 4
+    assert "| 120 | predict-ner (2 shard jobs) |" in reshard.stdout
+    for name in DEID_TABLES:
+        assert (folder / "deid" / name).read_bytes() == gathered[name], name
+    assert not list((folder / "deid").glob("*-of-3.*"))
+    records = [json.loads(line) for line in (folder / "measures.jsonl").read_text().splitlines()]
+    assert records[0]["settings"]["deid"]["shards"] == 2
+    assert [r["key"] for r in records[1:]][-3:] == [
+        "predict-ner 1/2",
+        "predict-ner 2/2",
+        "gather-shards",
+    ]
+    assert len(records) == 1 + 4 + 2 + 1
+
+    # a corpus in another format is refused, not mixed into the figures
+    other = run_bench(*common, "--deid-shards", "2", "--format", "physionet", "--resume")
     assert other.returncode != 0
     assert "measured with settings" in other.stderr
     assert "| 120 |" not in other.stdout
