@@ -60,6 +60,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from synthdeid.artifacts import atomic_text
 from synthdeid.cli_types import positive_int
 from synthdeid.shards import Shard, shard_path
 
@@ -279,11 +280,9 @@ def read_records(folder: Path, settings: Record) -> dict[str, Record]:
         flush=True,
     )
     shutil.rmtree(folder / "deid", ignore_errors=True)
-    rewritten = path.with_name(path.name + ".tmp")
-    rewritten.write_text(
-        "".join(json.dumps(line) + "\n" for line in [{"settings": settings}, *kept.values()])
-    )
-    os.replace(rewritten, path)
+    with atomic_text(path) as rewritten:
+        for line in [{"settings": settings}, *kept.values()]:
+            rewritten.write(json.dumps(line) + "\n")
     return kept
 
 
