@@ -32,6 +32,14 @@ de-identification settings (model, precision, threads, shards), it keeps the
 four corpus steps, which do not read them, and de-identifies again from the
 first shard (say, more shards to keep each job shorter than a lease).
 
+``--only-shards I [I ...]`` runs only those of the K shard jobs, as one node
+runs its share when the shards are spread over machines (or over leases too
+short for all K): the corpus steps run (or are found recorded) as usual, the
+other shards are left to other runs, and the gather and the total row wait
+until every shard is recorded. The table then counts the notes of the shards
+that ran, and a per-shard table (notes, wall seconds, notes/s, peak) follows
+it whenever the de-identification runs as shards.
+
 Each step's peak resident memory is the child's own ``ru_maxrss``, which
 :func:`os.wait4` returns with its exit status (``getrusage(RUSAGE_CHILDREN)``
 is a maximum over every child so far, so it hides a smaller later step).
@@ -93,10 +101,16 @@ class Deid:
 @dataclass(frozen=True)
 class Measure:
     step: str
-    notes: int
+    notes: int  # the notes its jobs went through: the corpus, or the shards that ran
     seconds: float
     peak_mb: float
     jobs: int = 1  # the shard jobs a step ran as (their seconds added, their peaks' maximum)
+    shards: int = 1  # the shard jobs the step is cut into (more than ``jobs``: some not run yet)
+    corpus: int = 0  # the corpus size N it was measured at (0: ``notes``)
+
+    @property
+    def size(self) -> int:
+        return self.corpus or self.notes
 
 
 @dataclass(frozen=True)
@@ -294,11 +308,28 @@ def append_record(folder: Path, record: Record) -> None:
         os.fsync(records.fileno())
 
 
-def combine(n_notes: int, step: str, records: list[Record]) -> Measure:
-    """A step's figures from its jobs' records: seconds added, the largest peak."""
+def combine(n_notes: int, step: str, records: list[Record], shards: int = 1) -> Measure:
+    """A step's figures from its jobs' records: notes and seconds added, the largest peak
+    (a record without its notes counts the whole corpus: one job over all of it)."""
+    notes = sum(r.get("notes", n_notes) for r in records)
     seconds = sum(r["seconds"] for r in records)
     peak = max(r["peak_mb"] for r in records)
-    return Measure(step, n_notes, seconds, peak, jobs=len(records))
+    return Measure(step, notes, seconds, peak, jobs=len(records), shards=shards, corpus=n_notes)
+
+
+def job_notes(job: Job, n_notes: int) -> int:
+    """The notes a finished job went through: a ``predict-ner`` job's own count (its
+    summary's: a shard's row range), the corpus size for every other step."""
+    if job.step != "predict-ner":
+        return n_notes
+    summary = Path(job.arguments[job.arguments.index("--summary") + 1])
+    return int(json.loads(summary.read_text(encoding="utf-8"))["summary"]["notes"])
+
+
+def shard_index(key: str) -> int | None:
+    """``"predict-ner 12/16"`` -> 12; ``None`` for a job that is not a shard."""
+    _, _, label = key.rpartition(" ")
+    return int(label.split("/")[0]) if "/" in label else None
 
 
 def measure_size(
@@ -308,7 +339,10 @@ def measure_size(
     corpus_format: str,
     deid: Deid | None,
     resume: bool = False,
-) -> list[Measure]:
+    only_shards: frozenset[int] | None = None,
+) -> tuple[list[Measure], list[Record]]:
+    """Run (or find recorded) every job of size ``n_notes``: the step measures, with a total
+    row once every job has run, and the records of the de-identification's shard jobs."""
     folder = work / f"n{n_notes}"
     settings = settings_record(corpus_format, deid)
     done = read_records(folder, settings) if resume else {}
@@ -317,8 +351,16 @@ def measure_size(
         folder.mkdir(parents=True)
         append_record(folder, {"settings": settings})
     by_step: dict[str, list[Record]] = {}
+    left: list[str] = []  # shard jobs left to other runs (--only-shards)
     for job in commands(n_notes, folder, corpus_format, deid):
         record = done.get(job.key)
+        index = shard_index(job.key)
+        waits = job.step == "gather-shards" and bool(left)
+        elsewhere = index is not None and only_shards is not None and index not in only_shards
+        if record is None and (waits or elsewhere):
+            if index is not None:
+                left.append(job.key)
+            continue
         if record is None:
             if job.step == "ingest-corpus" and corpus_format == "physionet":
                 write_physionet(folder / "demo" / "notes.jsonl", folder / "physionet")
@@ -329,6 +371,7 @@ def measure_size(
             seconds, peak_mb = run_measured(job.step, job.arguments, step_env, log)
             record = {
                 "key": job.key,
+                "notes": job_notes(job, n_notes),
                 "seconds": seconds,
                 "peak_mb": peak_mb,
                 "finished": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -343,7 +386,19 @@ def measure_size(
             file=sys.stderr,
         )
         by_step.setdefault(job.step, []).append(record)
-    measures = [combine(n_notes, step, records) for step, records in by_step.items()]
+    shards = 1 if deid is None else deid.shards
+    measures = [
+        combine(n_notes, step, records, shards if step == "predict-ner" else 1)
+        for step, records in by_step.items()
+    ]
+    shard_records = [r for r in by_step.get("predict-ner", []) if shard_index(r["key"])]
+    if left:
+        print(
+            f"N={n_notes:,}: {len(left)} of {shards} shard jobs left to other runs "
+            f"({', '.join(left)}): no gather and no total yet",
+            file=sys.stderr,
+        )
+        return measures, shard_records
     total = Measure(
         TOTAL,
         n_notes,
@@ -351,23 +406,44 @@ def measure_size(
         max(m.peak_mb for m in measures),
         jobs=sum(m.jobs for m in measures),
     )
-    return [*measures, total]
+    return [*measures, total], shard_records
 
 
 def table(measures: list[Measure]) -> str:
     """Markdown: one row per size and step; peak ratio against the smallest size's step."""
-    baseline = {m.step: m for m in measures if m.notes == min(x.notes for x in measures)}
+    baseline = {m.step: m for m in measures if m.size == min(x.size for x in measures)}
     rows = [
         "| notes | step | wall s | notes/s | peak RSS MB | peak vs smallest N |",
         "|---|---|---|---|---|---|",
     ]
     order = (*STEPS, TOTAL)
-    for m in sorted(measures, key=lambda m: (m.notes, order.index(m.step))):
+    for m in sorted(measures, key=lambda m: (m.size, order.index(m.step))):
         ratio = m.peak_mb / baseline[m.step].peak_mb
-        step = m.step if m.jobs == 1 or m.step == TOTAL else f"{m.step} ({m.jobs} shard jobs)"
+        step = m.step
+        if m.shards > 1:
+            partial = f"{m.jobs} of {m.shards} shard jobs: {m.notes:,} notes"
+            step = (
+                f"{m.step} ({m.jobs} shard jobs)" if m.jobs == m.shards else f"{m.step} ({partial})"
+            )
         rows.append(
-            f"| {m.notes:,} | {step} | {m.seconds:,.1f} | {m.notes / m.seconds:,.0f} "
+            f"| {m.size:,} | {step} | {m.seconds:,.1f} | {m.notes / m.seconds:,.0f} "
             f"| {m.peak_mb:,.0f} | {ratio:.2f}x |"
+        )
+    return "\n".join(rows)
+
+
+def shard_table(records: list[Record], shards: int) -> str:
+    """Markdown: one row per recorded shard job of one size, in shard order."""
+    rows = [
+        "| shard | notes | wall s | notes/s | peak RSS MB | finished (UTC) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in sorted(records, key=lambda r: shard_index(r["key"]) or 0):
+        notes = r.get("notes")
+        rate = "n/a" if notes is None else f"{notes / r['seconds']:,.1f}"
+        rows.append(
+            f"| {shard_index(r['key'])} of {shards} | {'n/a' if notes is None else f'{notes:,}'} "
+            f"| {r['seconds']:,.0f} | {rate} | {r['peak_mb']:,.0f} | {r['finished']} |"
         )
     return "\n".join(rows)
 
@@ -428,7 +504,23 @@ def main() -> None:
         action="store_true",
         help="with --work-dir: reuse the jobs an earlier run recorded there, run the rest",
     )
+    parser.add_argument(
+        "--only-shards",
+        type=positive_int,
+        nargs="+",
+        default=None,
+        metavar="I",
+        help="run only these of the --deid-shards jobs (the others are left to other runs "
+        "over the same --work-dir); the gather waits until every shard is recorded",
+    )
     args = parser.parse_args()
+    if args.only_shards is not None:
+        if args.deid_model is None:
+            parser.error("--only-shards needs --deid-model (it picks de-identification shards)")
+        if max(args.only_shards) > args.deid_shards:
+            parser.error(
+                f"--only-shards {max(args.only_shards)}: above --deid-shards {args.deid_shards}"
+            )
     if min(args.sizes) < 1:
         parser.error("--sizes must be positive")
     if args.resume and args.work_dir is None:
@@ -449,12 +541,17 @@ def main() -> None:
     env = {**os.environ, "SYNTHDEID_SECRET": secrets.token_hex(32), "OMP_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work_dir or Path(tmp)
-        measures = []
+        measures: list[Measure] = []
+        shard_tables: list[str] = []
+        only = None if args.only_shards is None else frozenset(args.only_shards)
         for n_notes in sorted(set(args.sizes)):
-            measures += measure_size(n_notes, work, env, args.format, deid, args.resume)
+            size, shards = measure_size(n_notes, work, env, args.format, deid, args.resume, only)
+            measures += size
+            if shards and deid is not None:
+                shard_tables.append(f"N={n_notes:,}:\n\n{shard_table(shards, deid.shards)}")
             if args.work_dir is None:
                 shutil.rmtree(work / f"n{n_notes}")  # a million notes is about 600 MB on disk
-    print(table(measures))
+    print("\n\n".join([table(measures), *shard_tables]))
 
 
 if __name__ == "__main__":

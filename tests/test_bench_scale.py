@@ -163,3 +163,45 @@ def test_a_resumed_run_runs_only_the_missing_jobs_and_gathers_the_same_bytes(
     assert other.returncode != 0
     assert "measured with settings" in other.stderr
     assert "| 120 |" not in other.stdout
+
+
+@pytest.mark.slow
+def test_only_shards_leaves_the_rest_to_later_runs_and_the_gather_waits(tmp_path: Path) -> None:
+    model = tiny_tagger(tmp_path / "tagger")
+    work = tmp_path / "work"
+    common = ["--sizes", "120", "--work-dir", str(work), "--deid-model", str(model)]
+    common += ["--deid-precision", "fp32", "--deid-threads", "1", "--deid-chunk-notes", "40"]
+    # one machine's share: the corpus steps and shard 2; no gather, no total
+    share = run_bench(*common, "--deid-shards", "3", "--only-shards", "2", "--resume")
+    assert share.returncode == 0, share.stderr[-3000:]
+    assert jobs_run(share.stderr)[-1] == "predict-ner 2/3"
+    assert len(jobs_run(share.stderr)) == 5
+    assert "2 of 3 shard jobs left to other runs" in share.stderr
+    assert "| 120 | predict-ner (1 of 3 shard jobs: 40 notes) |" in share.stdout
+    assert "gather-shards |" not in share.stdout
+    assert "| total |" not in share.stdout
+    assert re.search(r"^\| 2 of 3 \| 40 \| ", share.stdout, re.M)
+    folder = work / "n120"
+    assert not (folder / "deid" / "predictions.parquet").exists()
+
+    # the other share: shards 1 and 3, then the gather and the total over all three
+    rest = run_bench(*common, "--deid-shards", "3", "--only-shards", "1", "3", "--resume")
+    assert rest.returncode == 0, rest.stderr[-3000:]
+    assert jobs_run(rest.stderr) == ["predict-ner 1/3", "predict-ner 3/3", "gather-shards"]
+    assert "| 120 | predict-ner (3 shard jobs) |" in rest.stdout
+    assert "| 120 | gather-shards |" in rest.stdout
+    assert "| 120 | total |" in rest.stdout
+    shards = re.findall(r"^\| (\d) of 3 \| 40 \| ", rest.stdout, re.M)
+    assert shards == ["1", "2", "3"]
+    gathered = {name: (folder / "deid" / name).read_bytes() for name in DEID_TABLES}
+
+    # the same corpus de-identified in one job: the shards of both runs wrote its bytes
+    single = run_bench(*common, "--resume")
+    assert single.returncode == 0, single.stderr[-3000:]
+    assert jobs_run(single.stderr) == ["predict-ner"]
+    for name in DEID_TABLES:
+        assert (folder / "deid" / name).read_bytes() == gathered[name], name
+
+    beyond = run_bench(*common, "--deid-shards", "3", "--only-shards", "4")
+    assert beyond.returncode != 0
+    assert "--only-shards 4: above --deid-shards 3" in beyond.stderr
