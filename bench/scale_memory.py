@@ -101,16 +101,12 @@ class Deid:
 @dataclass(frozen=True)
 class Measure:
     step: str
+    corpus: int  # the corpus size N it was measured at
     notes: int  # the notes its jobs went through: the corpus, or the shards that ran
     seconds: float
     peak_mb: float
     jobs: int = 1  # the shard jobs a step ran as (their seconds added, their peaks' maximum)
     shards: int = 1  # the shard jobs the step is cut into (more than ``jobs``: some not run yet)
-    corpus: int = 0  # the corpus size N it was measured at (0: ``notes``)
-
-    @property
-    def size(self) -> int:
-        return self.corpus or self.notes
 
 
 @dataclass(frozen=True)
@@ -314,7 +310,7 @@ def combine(n_notes: int, step: str, records: list[Record], shards: int = 1) -> 
     notes = sum(r.get("notes", n_notes) for r in records)
     seconds = sum(r["seconds"] for r in records)
     peak = max(r["peak_mb"] for r in records)
-    return Measure(step, notes, seconds, peak, jobs=len(records), shards=shards, corpus=n_notes)
+    return Measure(step, n_notes, notes, seconds, peak, jobs=len(records), shards=shards)
 
 
 def job_notes(job: Job, n_notes: int) -> int:
@@ -402,6 +398,7 @@ def measure_size(
     total = Measure(
         TOTAL,
         n_notes,
+        n_notes,
         sum(m.seconds for m in measures),
         max(m.peak_mb for m in measures),
         jobs=sum(m.jobs for m in measures),
@@ -411,22 +408,21 @@ def measure_size(
 
 def table(measures: list[Measure]) -> str:
     """Markdown: one row per size and step; peak ratio against the smallest size's step."""
-    baseline = {m.step: m for m in measures if m.size == min(x.size for x in measures)}
+    baseline = {m.step: m for m in measures if m.corpus == min(x.corpus for x in measures)}
     rows = [
         "| notes | step | wall s | notes/s | peak RSS MB | peak vs smallest N |",
         "|---|---|---|---|---|---|",
     ]
     order = (*STEPS, TOTAL)
-    for m in sorted(measures, key=lambda m: (m.size, order.index(m.step))):
+    for m in sorted(measures, key=lambda m: (m.corpus, order.index(m.step))):
         ratio = m.peak_mb / baseline[m.step].peak_mb
         step = m.step
-        if m.shards > 1:
-            partial = f"{m.jobs} of {m.shards} shard jobs: {m.notes:,} notes"
-            step = (
-                f"{m.step} ({m.jobs} shard jobs)" if m.jobs == m.shards else f"{m.step} ({partial})"
-            )
+        if m.jobs < m.shards:
+            step = f"{m.step} ({m.jobs} of {m.shards} shard jobs: {m.notes:,} notes)"
+        elif m.shards > 1:
+            step = f"{m.step} ({m.shards} shard jobs)"
         rows.append(
-            f"| {m.size:,} | {step} | {m.seconds:,.1f} | {m.notes / m.seconds:,.0f} "
+            f"| {m.corpus:,} | {step} | {m.seconds:,.1f} | {m.notes / m.seconds:,.0f} "
             f"| {m.peak_mb:,.0f} | {ratio:.2f}x |"
         )
     return "\n".join(rows)
