@@ -346,7 +346,25 @@ def test_predict_ner_in_bf16(work: dict[str, Path]) -> None:
     assert code == 0
     params = json.loads(out.with_suffix(".summary.json").read_text())["provenance"]["params"]
     assert params["precision"] == "bf16"
+    assert params["precision_resolved"] == "bf16"
     assert len(read_notes(out)) == len(holdout())
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_predict_ner_records_what_auto_came_to(
+    work: dict[str, Path], monkeypatch: pytest.MonkeyPatch, native: bool
+) -> None:
+    from synthdeid import runtime
+
+    monkeypatch.setattr(runtime, "native_cpu_bf16", lambda: native)
+    code, out = predict_ner(work, f"auto_{native}", "--device", "cpu")  # --precision auto
+    assert code == 0
+    params = json.loads(out.with_suffix(".summary.json").read_text())["provenance"]["params"]
+    assert params["precision"] == "auto"
+    assert params["precision_resolved"] == ("bf16" if native else "fp32")
+    assert params["precision_reason"] == (
+        "native bf16 on this CPU" if native else "CPU without native bf16"
+    )
 
 
 def test_evaluate_ner_scores_the_predictions(work: dict[str, Path]) -> None:

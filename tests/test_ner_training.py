@@ -224,10 +224,16 @@ def test_training_config_converts_nested_values() -> None:
 # ---------------------------------------------------------------- autocast
 
 
-def test_autocast_dtype() -> None:
+def test_autocast_dtype(monkeypatch: pytest.MonkeyPatch) -> None:
+    from synthdeid import runtime
+
     cpu = torch.device("cpu")
     assert autocast_dtype("fp32", cpu) is None
+    # auto: fp32 on a CPU without native bf16, bf16 on one with it (tests/test_precision_auto.py)
+    monkeypatch.setattr(runtime, "native_cpu_bf16", lambda: False)
     assert autocast_dtype("auto", cpu) is None
+    monkeypatch.setattr(runtime, "native_cpu_bf16", lambda: True)
+    assert autocast_dtype("auto", cpu) is torch.bfloat16
     assert autocast_dtype("bf16", cpu) is torch.bfloat16
     assert autocast_dtype("fp32", torch.device("cuda")) is None
     assert autocast_dtype("fp16", torch.device("cuda")) is torch.float16

@@ -226,6 +226,24 @@ def test_compare_arguments_without_arms_end_with_the_runs() -> None:
     )
 
 
+def test_anchors_are_evaluated_from_their_own_predictions_and_compared_as_runs() -> None:
+    table = NerRuns.from_config(ner(REAL))
+    assert ner_inputs.predictions_file("demo", "real", ["deidpl"]) == (
+        "results/predict_ner/demo/real/predictions.parquet"
+    )
+    assert ner_inputs.predictions_file("demo", "deidpl", ["deidpl"]) == (
+        "results/score_anchor/demo/deidpl/predictions.parquet"
+    )
+    outputs = ner_inputs.evaluation_outputs(table, "demo", ["deidpl"])
+    assert outputs == {
+        "real": "results/evaluate_ner/demo/real/metrics.json",
+        "deidpl": "results/evaluate_ner/demo/deidpl/metrics.json",
+    }
+    assert ner_inputs.compare_arguments(table, outputs, ["deidpl"]) == (
+        "--run real=results/evaluate_ner/demo/real --run deidpl=results/evaluate_ner/demo/deidpl"
+    )
+
+
 def test_the_study_reads_mixtures_and_the_dp_privacy_where_used(table: NerRuns) -> None:
     inputs = ner_inputs.study_inputs(table, "demo")
     assert inputs["mixture_real"] == "results/build_mixture/demo/real/summary.json"

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import update_config, validate
 
 from synthdeid.errors import ConfigError
@@ -334,6 +335,65 @@ def test_evaluation_corpora_by_name() -> None:
     entries = [{"name": "a", "format": "jsonl"}, {"name": "b", "format": "brat"}]
     assert corpora.evaluation_corpora(entries) == {"a": entries[0], "b": entries[1]}
     assert corpora.evaluation_corpora([]) == {}
+
+
+# ---------------------------------------------------------------- anchors
+
+
+def test_anchors_are_scored_runs_of_the_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    anchors = [{"name": "deidpl", "path": "a.jsonl"}, {"name": "other", "path_env": "OTHER"}]
+    tables = Tables.from_config(validated({"evaluation": {"anchors": anchors}}))
+    assert list(tables.anchors) == ["deidpl", "other"]
+    assert tables.anchors["other"]["path_env"] == "OTHER"
+    targets = tables.targets()
+    assert "results/evaluate_ner/demo/deidpl/metrics.json" in targets
+    assert "results/evaluate_ner/demo/other/metrics.json" in targets
+    assert Tables.from_config(validated()).anchors == {}
+
+
+@pytest.mark.parametrize(
+    ("anchors", "message"),
+    [
+        (
+            [{"name": "a", "path": "x"}, {"name": "a", "path": "y"}],
+            r"^evaluation\.anchors: names \['a'\] are given twice",
+        ),
+        ([{"name": "real_only", "path": "x"}], r"^evaluation\.anchors: 'real_only' is the name"),
+    ],
+)
+def test_anchor_names_are_their_own(
+    anchors: list[dict[str, str]], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)
+    with pytest.raises(ConfigError, match=message):
+        Tables.from_config(validated({"evaluation": {"anchors": anchors}}))
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"path": "x"},
+        {"name": "a"},
+        {"name": "a", "path": "x", "format": "jsonl"},
+        {"name": "-a", "path": "x"},
+    ],
+)
+def test_the_schema_refuses_an_anchor_without_name_or_file(entry: dict[str, str]) -> None:
+    with pytest.raises(WorkflowError):
+        validated({"evaluation": {"anchors": [entry]}})
+
+
+def test_an_anchor_path_from_the_config_or_the_environment(tmp_path: Path) -> None:
+    assert corpora.anchor_path({"name": "a", "path": "../x/a.jsonl"}) == "../x/a.jsonl"
+    settings = {"name": "a", "path": "ignored", "path_env": "ANCHOR"}
+    assert corpora.anchor_path(settings, {"ANCHOR": str(tmp_path)}) == str(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        corpora.anchor_path(settings, {})
+    assert str(err.value) == (
+        "evaluation.anchors[a]: path_env is 'ANCHOR' but that environment variable is not "
+        "set; export ANCHOR=/path/to/the/predictions.jsonl"
+    )
 
 
 # ---------------------------------------------------------------- CLI arguments

@@ -138,6 +138,10 @@ STAGES: dict[str, Stage] = {
             "Train a de-identification model on a built mixture; write a Hugging Face model directory.",
         ),
         Stage(
+            "soft-label-ner",
+            "A teacher tagger's soft labels (tag probabilities) on a mixture's training notes.",
+        ),
+        Stage(
             "ensemble-ner",
             "Combine trained models into an ensemble directory with its own operating point.",
         ),
@@ -148,6 +152,10 @@ STAGES: dict[str, Stage] = {
         Stage(
             "predict-ner",
             "De-identify notes with a trained model: predicted spans, then redacted or surrogate text.",
+        ),
+        Stage(
+            "score-anchor",
+            "Turn an external de-identifier's span predictions into a run's predictions table (score-anchor).",
         ),
         Stage(
             "report-errors",

@@ -1,9 +1,12 @@
-"""How a stage runs: CPU threads, the torch device, random seeds, progress bars.
+"""How a stage runs: CPU threads, the torch device, number format, random seeds, progress bars.
 
 The stages that take them declare ``--threads``, ``--device`` and
 ``--no-progress`` with :func:`add_runtime_arguments`, so the three mean the
 same everywhere; a stage's own defaults and help texts are its parameters.
 :func:`set_threads`, :func:`pick_device` and :func:`set_seed` apply them.
+:func:`resolve_precision` turns a ``precision`` setting (``auto``, ``fp32``,
+``bf16``, ``fp16``) into the number format a device computes in: training,
+TAPT and inference all choose it there.
 
 Nothing heavy is imported at module level (every stage's argument parser uses
 this module, and ``synthdeid --help`` must stay fast): the functions that need
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import logging
 import random
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from synthdeid.cli_types import non_negative_int, positive_int
@@ -108,6 +112,83 @@ def warn_if_bf16_emulated(device: torch.device, what: str) -> bool:
         what,
     )
     return True
+
+
+# precision settings: "auto" (resolve_precision picks one of the others) or a number format
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+NUMBER_FORMATS = ("fp32", "bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class ResolvedPrecision:
+    """What a ``precision`` setting comes to on one device, and why (:func:`resolve_precision`)."""
+
+    requested: str  # the setting: auto, fp32, bf16 or fp16
+    name: str  # the number format used: fp32, bf16 or fp16
+    reason: str  # e.g. "native bf16 on this CPU", "set explicitly"
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The torch dtype of the number format (``torch.float32`` for fp32)."""
+        import torch
+
+        return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[self.name]
+
+    @property
+    def autocast_dtype(self) -> torch.dtype | None:
+        """The dtype for ``torch.autocast``; None for fp32 (autocast off)."""
+        return None if self.name == "fp32" else self.dtype
+
+    def describe(self) -> str:
+        """``auto -> bf16 (native bf16 on this CPU)``; ``fp32 (set explicitly)``."""
+        if self.requested == self.name:
+            return f"{self.name} ({self.reason})"
+        return f"{self.requested} -> {self.name} ({self.reason})"
+
+    def record(self) -> dict[str, str]:
+        """The JSON record model directories and summaries keep."""
+        return {"requested": self.requested, "resolved": self.name, "reason": self.reason}
+
+
+def resolve_precision(
+    requested: str,
+    device: torch.device,
+    *,
+    allow_fp16: bool = True,
+    setting: str = "precision",
+) -> ResolvedPrecision:
+    """The number format of the ``requested`` precision setting on ``device``.
+
+    ``auto`` is bf16 where the hardware computes it natively (a CUDA device
+    with bf16, a CPU with AVX512-BF16 or AMX: :func:`native_cpu_bf16`) and
+    fp32 otherwise; on a CUDA device without bf16 it is fp16, or fp32 when
+    ``allow_fp16`` is False (inference casts the weights, and offers no
+    fp16). ``fp32``, ``bf16`` and ``fp16`` mean themselves; bf16 on a CPU
+    that only emulates it is kept (the caller warns:
+    :func:`warn_if_bf16_emulated`), fp16 off CUDA is a :class:`ConfigError`.
+    ``setting`` names the option in error messages.
+    """
+    formats = NUMBER_FORMATS if allow_fp16 else tuple(f for f in NUMBER_FORMATS if f != "fp16")
+    if requested != "auto" and requested not in formats:
+        raise ConfigError(f"{setting}: {requested!r} is not one of {('auto', *formats)}")
+    if requested == "fp16" and device.type != "cuda":
+        raise ConfigError(f"{setting} fp16 needs a CUDA device (use auto or bf16 on CPU)")
+    if requested != "auto":
+        reason = "set explicitly"
+        if requested == "bf16" and device.type == "cpu" and not native_cpu_bf16():
+            reason += "; emulated on this CPU without native bf16"
+        return ResolvedPrecision(requested, requested, reason)
+    if device.type == "cuda":
+        import torch
+
+        if torch.cuda.is_bf16_supported():
+            return ResolvedPrecision(requested, "bf16", "GPU with bf16")
+        return ResolvedPrecision(requested, "fp16" if allow_fp16 else "fp32", "GPU without bf16")
+    if device.type == "cpu":
+        if native_cpu_bf16():
+            return ResolvedPrecision(requested, "bf16", "native bf16 on this CPU")
+        return ResolvedPrecision(requested, "fp32", "CPU without native bf16")
+    return ResolvedPrecision(requested, "fp32", f"no bf16 rule for {device.type} devices")
 
 
 def set_seed(seed: int) -> None:

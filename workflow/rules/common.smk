@@ -62,6 +62,7 @@ ensure_cli_on_path()
 # checked lazily: only the rules that need them refuse a missing corpus, key or synthesizer
 corpus_path = refusing(corpora.corpus_path)
 reader_files = refusing(corpora.reader_files)
+anchor_path = refusing(corpora.anchor_path)
 key_fingerprint = refusing(surrogate_key.key_fingerprint)
 verbalized_samples = refusing(tabular.verbalized_samples)
 
@@ -70,6 +71,8 @@ LABEL_MAP = label_map_json(config["labels"]["mapping"])
 COARSE_VIEW = as_json(coarse_view(config["labels"]["coarse_view"]))
 # further labelled corpora every run's model de-identifies whole and is scored on
 EVAL_CORPORA = TABLES.evaluation_corpora
+# external de-identifiers' predictions on the corpus, scored as runs (evaluation.anchors)
+ANCHORS = TABLES.anchors
 
 TEMPLATE = config["synth"]["template"]
 # responses cached by request hash, kept across reruns (not an output of any rule)
@@ -106,6 +109,7 @@ wildcard_constraints:
     table=TABLE,
     budget="non_dp|eps[0-9.]+",
     run="|".join(re.escape(name) for name in NER_RUNS),
+    anchor="|".join(re.escape(name) for name in ANCHORS) or "(?!)",
     target="|".join(re.escape(name) for name in EVAL_CORPORA) or "(?!)",
     teacher="|".join(TEACHERS.entries) or "(?!)",
     subset="pool|holdout",

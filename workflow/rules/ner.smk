@@ -275,6 +275,34 @@ rule gather_predict_ner:
 ruleorder: predict_ner > gather_predict_ner
 
 
+rule score_anchor:
+    """An external de-identifier's predictions (evaluation.anchors) as a run's predictions table.
+
+    The anchor file (deid.pl's spans, say) checked line by line against the
+    notes, then the ner.deid.parts notes with its spans, in predict_ner's
+    schema: evaluate_ner scores it and compare_ner lists it as a run. A NAME
+    span (a name of no stated kind) takes the label of the gold DOCTOR or
+    PATIENT span it overlaps (docs/stages/ner.md#anchors).
+    output: predictions.parquet, summary.json (spans by label, NAME resolved)
+    """
+    input:
+        anchor=lambda w: anchor_path(ANCHORS[w.anchor]),
+        notes=rules.split_notes.output.notes,
+    output:
+        predictions="results/score_anchor/{corpus}/{anchor}/predictions.parquet",
+        summary="results/score_anchor/{corpus}/{anchor}/summary.json",
+    log:
+        "logs/score_anchor/{corpus}/{anchor}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        parts=config["ner"]["deid"]["parts"],
+    shell:
+        "synthdeid --log {log:q} score-anchor --anchor {input.anchor:q} --notes {input.notes:q}"
+        " --parts {params.parts:q} --name {wildcards.anchor:q}"
+        " --out {output.predictions:q} --summary {output.summary:q}"
+
+
 rule evaluate_ner:
     """Score one run's predictions against the gold spans (VetSynth and SHIELD metrics).
 
@@ -284,7 +312,8 @@ rule evaluate_ner:
     """
     input:
         gold=rules.split_notes.output.notes,
-        predictions="results/predict_ner/{corpus}/{run}/predictions.parquet",
+        # a run's predictions, or an anchor's (score_anchor)
+        predictions=lambda w: ner_inputs.predictions_file(w.corpus, w.run, ANCHORS),
     output:
         metrics="results/evaluate_ner/{corpus}/{run}/metrics.json",
         table="results/evaluate_ner/{corpus}/{run}/metrics.md",
@@ -306,6 +335,9 @@ rule evaluate_ner:
         ),
     log:
         "logs/evaluate_ner/{corpus}/{run}.log",
+    wildcard_constraints:
+        # the runs and the anchors (evaluation.anchors)
+        run="|".join(re.escape(name) for name in [*NER_RUNS, *ANCHORS]),
     conda:
         "../../envs/cpu.yaml"
     params:
@@ -401,11 +433,12 @@ rule compare_ner:
     Bonferroni correction across labels (SHIELD). Runs of one arm (one
     configuration, several training seeds) are also summarized over their
     seeds, and each arm is tested against the reference arm (arms.csv).
+    The anchors of evaluation.anchors are runs here, each an arm of its own.
     cross_corpus.*: every run on its own holdout and on each corpus of
-    evaluation.corpora (SHIELD's cross-dataset tables).
+    evaluation.corpora (SHIELD's cross-dataset tables; an anchor on its holdout only).
     """
     input:
-        unpack(lambda w: ner_inputs.evaluation_outputs(RUNS, w.corpus)),
+        unpack(lambda w: ner_inputs.evaluation_outputs(RUNS, w.corpus, ANCHORS)),
         unpack(lambda w: ner_inputs.cross_outputs(RUNS, EVAL_CORPORA, w.corpus)),
     output:
         runs="results/compare_ner/{corpus}/runs.csv",
@@ -440,7 +473,7 @@ rule compare_ner:
     conda:
         "../../envs/cpu.yaml"
     params:
-        runs=lambda w, input: ner_inputs.compare_arguments(RUNS, input),
+        runs=lambda w, input: ner_inputs.compare_arguments(RUNS, input, ANCHORS),
         cross=lambda w, input: ner_inputs.cross_arguments(
             w.corpus, EVAL_CORPORA, RUNS, input
         ),

@@ -119,7 +119,12 @@ def training_history(model_dir: Path) -> Path:
 
 
 def read_training_config(path: Path) -> dict[str, Any]:
-    """The training settings a train-ner training_history.json records."""
+    """The training settings a train-ner training_history.json records.
+
+    Where the history records the number format the ``precision`` setting
+    came to (``auto`` resolves per machine), it is added as
+    ``precision_resolved``.
+    """
     history = read_json(path, "training history")
     config = history.get("config")
     if not isinstance(config, dict) or "precision" not in config:
@@ -129,6 +134,9 @@ def read_training_config(path: Path) -> dict[str, Any]:
             "not a train-ner training history: no config with a precision",
             "pass the model folder train-ner wrote",
         )
+    precision = history.get("precision")
+    if isinstance(precision, dict) and isinstance(precision.get("resolved"), str):
+        config = {**config, "precision_resolved": precision["resolved"]}
     return config
 
 
@@ -202,7 +210,8 @@ def write_archived_run(
         ),
         "privacy": {key: privacy[key] for key in PRIVACY_FIELDS} if privacy is not None else None,
         "train": train.as_dict() if train is not None else None,
-        # epochs, precision, seed ... as train-ner ran them (null: not a trained run)
+        # epochs, precision (and precision_resolved, the format it came to), seed ... as
+        # train-ner ran them (null: not a trained run)
         "training_config": dict(training_config) if training_config is not None else None,
         "archived": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         "provenance": dict(provenance),

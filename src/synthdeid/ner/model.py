@@ -31,14 +31,15 @@ from synthdeid.ner.casing import check_case_types
 from synthdeid.ner.decoding import attach_initials, decode_spans, merge_windows
 from synthdeid.ner.tagging import EncodedNote, encode_notes, make_windows, tag_names
 from synthdeid.notes import Note, Span
-from synthdeid.runtime import pick_device, warn_if_bf16_emulated
+from synthdeid.runtime import pick_device, resolve_precision, warn_if_bf16_emulated
 
 log = logging.getLogger(__name__)
 
 NER_CONFIG_FILE = "synthdeid_ner.json"
 # inference number formats: bf16 halves the weights and, on CPUs with AVX512-BF16 or
-# AMX, runs the matrix products about twice as fast; int8 is dynamic quantization
-INFERENCE_PRECISIONS = ("fp32", "bf16", "int8")
+# AMX, runs the matrix products about twice as fast; int8 is dynamic quantization;
+# auto is bf16 where the GPU or CPU has it natively, fp32 otherwise (resolve_precision)
+INFERENCE_PRECISIONS = ("auto", "fp32", "bf16", "int8")
 
 
 @dataclass
@@ -55,6 +56,9 @@ class NerSettings:
     # word casing as token types (synthdeid.ner.casing); initials before names (decoding)
     case_feature: bool = False
     initials: str = "off"
+    # the number format the model was trained in: {requested, resolved, reason}
+    # (synthdeid.runtime.ResolvedPrecision.record; empty for models saved before it)
+    training_precision: dict[str, str] = field(default_factory=dict)
 
     @property
     def tags(self) -> list[str]:
@@ -175,7 +179,11 @@ class DeidTagger(SpanTagger):
     def load(
         cls, directory: str | Path, *, device: str = "auto", precision: str = "fp32"
     ) -> DeidTagger:
-        """A saved model directory, on ``device``, in an inference ``precision``."""
+        """A saved model directory, on ``device``, in an inference ``precision``.
+
+        ``auto`` is resolved by :func:`synthdeid.runtime.resolve_precision`
+        (bf16 where the hardware has it natively, else fp32).
+        """
         from transformers import AutoModelForTokenClassification, AutoTokenizer
 
         if precision not in INFERENCE_PRECISIONS:
@@ -193,7 +201,7 @@ class DeidTagger(SpanTagger):
             check_case_types(model)
         if precision == "int8":
             model = quantize_int8(model)
-        elif precision == "bf16":
+        elif resolve_precision(precision, torch_device, allow_fp16=False).name == "bf16":
             warn_if_bf16_emulated(torch_device, "bf16 inference")
             model = model.to(dtype=torch.bfloat16)
         model.to(torch_device).eval()

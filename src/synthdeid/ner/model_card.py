@@ -3,6 +3,11 @@
 The directory is assembled under a temporary name next to the target and
 renamed into place, so a crash never leaves a half-written model that a later
 rule would take for a finished one.
+
+The number format training ran in is recorded in three places: the card's
+``precision`` line (``auto -> bf16 (native bf16 on this CPU)``), the
+``training_precision`` of ``synthdeid_ner.json`` and the ``precision`` of
+``training_history.json`` (the setting, the format and why).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from synthdeid.artifacts import atomic_directory
 from synthdeid.ner.model import NerSettings
 from synthdeid.ner.training import TrainingConfig, TrainingResult
 from synthdeid.reporting import markdown_table, number_or_na
+from synthdeid.runtime import ResolvedPrecision, resolve_precision
 
 HISTORY_FILE = "training_history.json"
 CARD_FILE = "README.md"
@@ -48,13 +54,27 @@ def decoding_lines(settings: NerSettings, validation: Mapping[str, float]) -> li
     ]
 
 
+def training_precision(result: TrainingResult, config: TrainingConfig) -> ResolvedPrecision:
+    """The number format ``train`` computed in: ``config.precision`` on the tagger's device.
+
+    ``train`` resolves the setting the same way (``autocast_dtype``), on this machine.
+    """
+    return resolve_precision(
+        config.precision, result.tagger.device, setting="ner.training.precision"
+    )
+
+
 def model_card(
     result: TrainingResult,
     config: TrainingConfig,
     mixture: Mapping[str, Any],
     run: str,
+    *,
+    precision: ResolvedPrecision | None = None,
 ) -> str:
+    """The README.md of a model directory; ``precision`` defaults to :func:`training_precision`."""
     settings = result.tagger.settings
+    precision = precision or training_precision(result, config)
     lines = [
         "---",
         "library_name: transformers",
@@ -83,6 +103,7 @@ def model_card(
         f"- AdamW lr {config.learning_rate}, weight decay {config.weight_decay}, "
         f"batch {config.batch_size}, warmup {config.warmup_ratio}, class-weight power "
         f"{config.class_weight_power}, seed {config.seed}",
+        f"- precision: {precision.describe()}",
         f"- ran {result.timing['epochs']} epochs / {result.timing['steps']} steps in "
         f"{result.timing['train_seconds']} s; kept epoch {result.best_epoch} "
         "(lowest validation leakage, then highest span-overlap F1)",
@@ -111,16 +132,22 @@ def save_model_directory(
     mixture: Mapping[str, Any],
     run: str,
 ) -> Path:
-    """Save weights, tokenizer, settings, history and card; replace ``out_dir`` atomically."""
+    """Save weights, tokenizer, settings, history and card; replace ``out_dir`` atomically.
+
+    The tagger's settings get the resolved training precision before they are saved.
+    """
     out_dir = Path(out_dir)
+    precision = training_precision(result, config)
     with atomic_directory(out_dir) as staging:
         tagger = result.tagger
+        tagger.settings.training_precision = precision.record()
         tagger.model.save_pretrained(staging)  # type: ignore[operator]  # an HF model's method
         tagger.tokenizer.save_pretrained(staging)
         tagger.settings.save(staging)
         history = {
             "run": run,
             "config": config.to_json(),
+            "precision": precision.record(),
             "mixture": dict(mixture),
             "history": result.history,
             "best_epoch": result.best_epoch,
@@ -130,5 +157,7 @@ def save_model_directory(
             "timing": result.timing,
         }
         (staging / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
-        (staging / CARD_FILE).write_text(model_card(result, config, mixture, run))
+        (staging / CARD_FILE).write_text(
+            model_card(result, config, mixture, run, precision=precision)
+        )
     return out_dir

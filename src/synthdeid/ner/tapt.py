@@ -29,7 +29,10 @@ Training. Dynamic masking (``DataCollatorForLanguageModeling``, seeded),
 AdamW (fused kernel on CPU and CUDA; no weight decay on biases and LayerNorm
 weights), a linear warmup then linear decay to zero, gradient clipping, and
 exactly ``max_steps`` optimizer steps, cycling over the training chunks with a
-fresh shuffle each epoch.
+fresh shuffle each epoch. Autocast runs in the number format ``precision``
+resolves to (:func:`synthdeid.runtime.resolve_precision`; ``auto``: bf16 where
+the GPU or CPU has it natively, fp32 otherwise); ``synthdeid_tapt.json``
+records the setting, the format and why.
 
 Output. ``out_dir`` is a Hugging Face directory (``save_pretrained`` of the
 MLM model and the tokenizer) plus ``synthdeid_tapt.json``; it is assembled in
@@ -56,8 +59,14 @@ from tqdm.auto import tqdm
 from synthdeid.artifacts import atomic_directory
 from synthdeid.encoders import describe_model_name, resolve_model_name
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.ner.training import PRECISIONS, autocast_dtype, optimizer_step
-from synthdeid.runtime import pick_device, set_seed, set_threads, warn_if_bf16_emulated
+from synthdeid.ner.training import PRECISIONS, optimizer_step
+from synthdeid.runtime import (
+    pick_device,
+    resolve_precision,
+    set_seed,
+    set_threads,
+    warn_if_bf16_emulated,
+)
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +107,9 @@ class TaptConfig:
     min_words: int = 5  # shorter texts are skipped
     heldout_fraction: float = 0.05  # share of chunks kept out to measure MLM loss
     max_grad_norm: float = 1.0
-    precision: str = "auto"  # auto (bf16/fp16 on a GPU, fp32 on CPU), fp32, fp16, bf16
+    # auto: bf16 on a GPU with bf16 (else fp16) or a CPU with native bf16 (AVX512-BF16 or
+    # AMX), fp32 otherwise (synthdeid.runtime.resolve_precision); fp32, fp16 (GPU), bf16
+    precision: str = "auto"
     log_every: int = 50  # log the mean training loss every this many steps
 
     @classmethod
@@ -377,7 +388,8 @@ def continue_pretraining(
     collator = DataCollatorForLanguageModeling(
         tokenizer, mlm_probability=config.mlm_probability, seed=config.seed + 1
     )
-    amp_dtype = autocast_dtype(config.precision, torch_device)
+    precision = resolve_precision(config.precision, torch_device, setting="ner.tapt.precision")
+    amp_dtype = precision.autocast_dtype
     if amp_dtype == torch.bfloat16:
         warn_if_bf16_emulated(torch_device, "tapt")
     optimizer = _optimizer(model, config, torch_device)
@@ -396,7 +408,7 @@ def continue_pretraining(
     log.info(
         "TAPT of %s on %d texts (%d skipped): %d tokens in %d chunks of <= %d "
         "(%d train, %d held out); %d steps of batch %d (%.2f epochs), lr %g, warmup %d, "
-        "device %s, autocast %s",
+        "device %s, precision %s",
         model_name,
         len(kept),
         n_skipped,
@@ -411,7 +423,7 @@ def continue_pretraining(
         config.learning_rate,
         warmup,
         torch_device,
-        amp_dtype,
+        precision.describe(),
     )
 
     before = heldout_loss(model, heldout_batches, amp_dtype, torch_device)
@@ -489,6 +501,8 @@ def continue_pretraining(
         "heldout_mlm_loss_lowered": None if before is None or after is None else after < before,
         "history": history,
         "device": str(torch_device),
+        # the number format trained in: the setting, what it resolved to here, and why
+        "precision": precision.record(),
         "train_seconds": round(train_seconds, 2),
     }
     _save_directory(model, tokenizer, metadata, out_dir)

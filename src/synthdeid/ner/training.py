@@ -35,6 +35,14 @@ from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.ner.batching import collate, padding_share, shuffled_bucket_batches
 from synthdeid.ner.casing import enable_case_types
 from synthdeid.ner.decoding import INITIAL_MODES
+from synthdeid.ner.distillation import (
+    Distillation,
+    SoftLabels,
+    collate_targets,
+    note_targets,
+    soft_cross_entropy,
+    window_targets,
+)
 from synthdeid.ner.model import DeidTagger, NerSettings
 from synthdeid.ner.operating_point import OperatingPointRule, select_operating_point
 from synthdeid.ner.tagging import IGNORE_INDEX, Window, make_windows, tag_names
@@ -44,6 +52,7 @@ from synthdeid.runtime import pick_device, set_seed, set_threads, warn_if_bf16_e
 log = logging.getLogger(__name__)
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
+CHECKPOINT_RULES = ("leakage", "f1")
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,8 @@ class TrainingConfig:
     class_weight_power: float = 0.5
     patience: int = 2
     seed: int = 1
+    # auto: bf16 on a GPU with bf16 (else fp16) or a CPU with native bf16 (AVX512-BF16 or
+    # AMX), fp32 otherwise (synthdeid.runtime.resolve_precision); fp32, fp16 (GPU), bf16
     precision: str = "auto"
     device: str = "auto"
     threads: int | None = None
@@ -73,6 +84,13 @@ class TrainingConfig:
     regex_detectors: tuple[str, ...] = ()
     case_feature: bool = False
     initials: str = "off"
+    # the epoch kept: "leakage" (lowest validation leakage, then F1) or "f1" (highest
+    # span-overlap F1, then leakage)
+    checkpoint: str = "leakage"
+    # with soft labels (train-ner --soft-labels): the share of the loss they carry and the
+    # temperature (synthdeid.ner.distillation)
+    distill_alpha: float = 0.5
+    distill_temperature: float = 1.0
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> TrainingConfig:
@@ -98,6 +116,11 @@ class TrainingConfig:
                 raise ConfigError(f"ner.training.{name} must be at least 1")
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError("ner.training.max_steps must be at least 1 (or null)")
+        if self.checkpoint not in CHECKPOINT_RULES:
+            raise ConfigError(
+                f"ner.training.checkpoint: {self.checkpoint!r} is not one of {CHECKPOINT_RULES}"
+            )
+        Distillation(self.distill_alpha, self.distill_temperature).check()
         if self.initials not in INITIAL_MODES:
             raise ConfigError(
                 f"ner.training.initials: {self.initials!r} is not one of {INITIAL_MODES}"
@@ -157,17 +180,14 @@ def class_weights(windows: Sequence[Window], n_tags: int, power: float) -> np.nd
 
 
 def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for a precision setting (None = full fp32)."""
-    if precision == "fp32" or (precision == "auto" and device.type != "cuda"):
-        return None
-    if precision == "fp16":
-        if device.type != "cuda":
-            raise ConfigError("ner.training.precision fp16 needs a CUDA device (use bf16 on CPU)")
-        return torch.float16
-    if precision == "bf16":
-        return torch.bfloat16
-    # auto on a GPU: bf16 where supported, else fp16
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    """The autocast dtype for a precision setting (None = full fp32).
+
+    :func:`synthdeid.runtime.resolve_precision` decides: ``auto`` is bf16 on
+    a GPU with bf16 (else fp16) or a CPU with native bf16, fp32 otherwise.
+    """
+    from synthdeid.runtime import resolve_precision
+
+    return resolve_precision(precision, device, setting="ner.training.precision").autocast_dtype
 
 
 def _load_model_and_tokenizer(name: str, tags: Sequence[str]) -> tuple[Any, Any]:
@@ -201,8 +221,11 @@ def _validation_metrics(
     return probabilities, headline_metrics(validation, predicted)
 
 
-def selection_key(metrics: Mapping[str, float]) -> tuple[float, float]:
-    """Lower is better: document-level leakage first, then span-overlap F1."""
+def selection_key(metrics: Mapping[str, float], rule: str = "leakage") -> tuple[float, float]:
+    """Lower is better. ``leakage``: document-level leakage first, then span-overlap F1;
+    ``f1``: span-overlap F1 first (a finer measure on a few hundred notes), then leakage."""
+    if rule == "f1":
+        return (-metrics["span_overlap_f1"], metrics["leakage_overlap_all"])
     return (metrics["leakage_overlap_all"], -metrics["span_overlap_f1"])
 
 
@@ -230,9 +253,14 @@ def train(
     config: TrainingConfig,
     *,
     copies: Sequence[int] | None = None,
+    soft_labels: tuple[Sequence[str], Mapping[str, SoftLabels]] | None = None,
     progress: bool = True,
 ) -> TrainingResult:
-    """Fine-tune, select the checkpoint, set the operating point; nothing is written."""
+    """Fine-tune, select the checkpoint, set the operating point; nothing is written.
+
+    ``soft_labels`` (a teacher's tag names and per-note soft labels,
+    :mod:`synthdeid.ner.distillation`) adds the distillation term to the loss.
+    """
     if not train_notes:
         raise InputError("training mixture", None, "no training notes")
     if not validation:
@@ -262,13 +290,20 @@ def train(
 
     started = time.perf_counter()
     expanded = _expand_copies(train_notes, copies)
+    encoded_train = tagger.encode(expanded, with_tags=True)
     windows = make_windows(
-        tagger.encode(expanded, with_tags=True),
+        encoded_train,
         max_length=config.max_length,
         stride=config.stride,
         cls_id=tokenizer.cls_token_id,
         sep_id=tokenizer.sep_token_id,
     )
+    soft_targets: list[np.ndarray] | None = None
+    if soft_labels is not None:
+        teacher_tags, per_note = soft_labels
+        soft_targets = window_targets(
+            windows, note_targets(encoded_train, per_note, tags, teacher_tags)
+        )
     validation_encoded = tagger.encode(validation)
     weights = class_weights(windows, len(tags), config.class_weight_power)
     loss_fn = torch.nn.CrossEntropyLoss(
@@ -334,6 +369,11 @@ def train(
             ):
                 logits = model(**inputs).logits
             loss = loss_fn(logits.float().view(-1, len(tags)), target.view(-1))
+            if soft_targets is not None:
+                soft = collate_targets(soft_targets, batch, logits.shape[1]).to(device)
+                loss = (1 - config.distill_alpha) * loss + config.distill_alpha * (
+                    soft_cross_entropy(logits.float(), soft, config.distill_temperature)
+                )
             optimizer_step(loss, model, optimizer, scaler, scheduler, config.max_grad_norm)
             step += 1
             losses.append(loss.detach().item())
@@ -350,7 +390,7 @@ def train(
             **{f"validation_{k}": v for k, v in metrics.items()},
         }
         history.append(record)
-        key = selection_key(metrics)
+        key = selection_key(metrics, config.checkpoint)
         improved = best_key is None or key < best_key
         log.info(
             "epoch %d: loss %.4f, validation leakage %.4f, span-overlap F1 %.4f, "

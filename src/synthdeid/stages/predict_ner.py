@@ -14,10 +14,14 @@ the inserted text.
 come from the directory (set at training); both can be overridden.
 ``--safe-harbor-ages`` drops predicted spans that are ages of 89 or under
 ("79 yo"), which HIPAA Safe Harbor lets stay (:mod:`synthdeid.ner.ages`).
-``--precision`` picks the number format: ``fp32``, ``bf16`` (weights and
-products in bfloat16) or ``int8`` (dynamic quantization of the Linear
-layers, CPU only; ``--quantize`` is the same). ``bench/deid_throughput.py``
-measures each against fp32 on the same notes, recall included.
+``--precision`` picks the number format: ``auto`` (the default: bf16 on a
+GPU with bf16 or a CPU with native bf16, AVX512-BF16 or AMX; fp32
+otherwise, :func:`synthdeid.runtime.resolve_precision`), ``fp32``, ``bf16``
+(weights and products in bfloat16) or ``int8`` (dynamic quantization of the
+Linear layers, CPU only; ``--quantize`` is the same). The summary records
+the setting and the format it came to (``precision``, ``precision_resolved``).
+``bench/deid_throughput.py`` measures each against fp32 on the same notes,
+recall included.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ log = logging.getLogger(__name__)
 
 MODES = ("none", "redact", "surrogate")
 # synthdeid.ner.model.INFERENCE_PRECISIONS, repeated so that the CLI starts without torch
-PRECISIONS = ("fp32", "bf16", "int8")
+PRECISIONS = ("auto", "fp32", "bf16", "int8")
 
 
 def redact(note: Note) -> Note:
@@ -142,7 +146,10 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="drop predicted ages of 89 or under ('79 yo'): not identifiers under Safe Harbor",
     )
     parser.add_argument(
-        "--precision", choices=PRECISIONS, default="fp32", help="inference number format"
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="inference number format (auto: bf16 where the GPU or CPU has it natively, else fp32)",
     )
     parser.add_argument(
         "--quantize",
@@ -188,6 +195,22 @@ def regex_labels_from(argument: str | None, model_default: Sequence[str]) -> lis
     return labels
 
 
+def resolved_precision(precision: str, device: str) -> dict[str, str]:
+    """What ``--precision`` comes to on ``--device``: {requested, resolved, reason}.
+
+    ``int8`` is a format of its own (CPU only, checked when the model loads);
+    the others go through :func:`synthdeid.runtime.resolve_precision`.
+    """
+    from synthdeid.runtime import pick_device, resolve_precision
+
+    if precision == "int8":
+        return {"requested": "int8", "resolved": "int8", "reason": "set explicitly"}
+    resolved = resolve_precision(
+        precision, pick_device(device), allow_fp16=False, setting="--precision"
+    )
+    return resolved.record()
+
+
 def run(args: argparse.Namespace) -> None:
     from synthdeid.ner.ensemble import load_tagger
 
@@ -208,7 +231,14 @@ def run(args: argparse.Namespace) -> None:
     # shard bounds on whole chunks: each chunk is batched as one job batches it
     shard = None if args.shard is None else replace(args.shard, align=args.chunk_notes)
     rows = shard_table_rows(shard, total)
-    tagger = load_tagger(args.model, device=args.device, precision=args.precision)
+    precision = resolved_precision(args.precision, args.device)
+    log.info(
+        "precision %s -> %s (%s)",
+        precision["requested"],
+        precision["resolved"],
+        precision["reason"],
+    )
+    tagger = load_tagger(args.model, device=args.device, precision=precision["resolved"])
     regex = regex_labels_from(args.regex, tagger.settings.regex_detectors)
     params = {
         "o_threshold": (
@@ -217,6 +247,8 @@ def run(args: argparse.Namespace) -> None:
         "regex_detectors": regex,
         "safe_harbor_ages": args.safe_harbor_ages,
         "precision": args.precision,
+        "precision_resolved": precision["resolved"],
+        "precision_reason": precision["reason"],
         "parts": args.parts,
         "mode": args.mode,
         # only the key's fingerprint, as replace_surrogates records it

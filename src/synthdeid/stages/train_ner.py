@@ -32,6 +32,12 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config", type=json.loads, default={}, help="JSON: the ner.training mapping"
     )
+    parser.add_argument(
+        "--soft-labels",
+        type=input_file,
+        default=None,
+        help="a teacher's soft labels of the training notes (soft-label-ner): distillation",
+    )
     parser.add_argument("--run", default="run", help="run name (model card)")
     parser.add_argument("--out-dir", required=True, type=output_dir)
     add_runtime_arguments(parser, device=False, threads_help="CPU threads (over the config)")
@@ -39,6 +45,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     # torch and transformers load here, not when the CLI starts
+    from synthdeid.ner.distillation import read_soft_labels
     from synthdeid.ner.model_card import save_model_directory
     from synthdeid.ner.training import TrainingConfig, train
 
@@ -52,12 +59,14 @@ def run(args: argparse.Namespace) -> None:
         config = replace(config, max_steps=int(mixture["max_steps"]))
         log.info("compute-matched mixture: exactly %d optimizer steps", config.max_steps)
     train_notes = read_mixture(args.train)
+    soft_labels = read_soft_labels(args.soft_labels) if args.soft_labels else None
     validation = read_notes(args.validation)
     result = train(
         [m.note for m in train_notes],
         validation,
         config,
         copies=[m.copies for m in train_notes],
+        soft_labels=soft_labels,
         progress=not args.no_progress,
     )
     save_model_directory(result, config, args.out_dir, mixture=mixture, run=args.run)

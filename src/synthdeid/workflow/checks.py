@@ -95,6 +95,22 @@ def check_evaluation_corpora(entries: Sequence[Mapping[str, Any]], corpus: str) 
             raise ConfigError(f"evaluation.corpora[{entry['name']}]: {exc}") from None
 
 
+def check_anchors(entries: Sequence[Mapping[str, Any]], runs: NerRuns) -> None:
+    """evaluation.anchors: names of their own, no run's or arm's name (they become runs)."""
+    names = [entry["name"] for entry in entries]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(
+            f"evaluation.anchors: names {repeated} are given twice; names must be unique"
+        )
+    for name in names:
+        if name in runs.runs or name in runs.arms:
+            raise ConfigError(
+                f"evaluation.anchors: {name!r} is the name of an ner run or arm; an anchor is "
+                "scored as a run of its own, so give it another name"
+            )
+
+
 def teacher_dependencies(teachers: Teachers, runs: NerRuns, name: str) -> list[Node]:
     """What a teacher needs: an ensemble its members, a model teacher its ner run."""
     entry = teachers.entries[name]

@@ -1,6 +1,8 @@
 """The corpora the workflow reads: where each lies, its files, the evaluation corpora.
 
-A corpus entry is ``config["corpus"]`` or one of ``evaluation.corpora``.
+A corpus entry is ``config["corpus"]`` or one of ``evaluation.corpora``. The
+anchors of ``evaluation.anchors`` (external de-identifiers' predictions on the
+corpus, scored as runs) are located the same way.
 """
 
 from __future__ import annotations
@@ -45,3 +47,24 @@ def reader_files(
 def evaluation_corpora(entries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """evaluation.corpora by name (a later entry of a repeated name wins; checks refuse it)."""
     return {entry["name"]: dict(entry) for entry in entries}
+
+
+def anchors(entries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """evaluation.anchors by name (a repeated name is refused by the checks)."""
+    return {entry["name"]: dict(entry) for entry in entries}
+
+
+def anchor_path(settings: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str:
+    """An anchor's predictions file: from the environment variable path_env names, or path
+    (relative to the working directory)."""
+    environ = os.environ if environ is None else environ
+    variable = settings.get("path_env")
+    if variable:
+        value = environ.get(variable)
+        if not value:
+            raise ConfigError(
+                f"evaluation.anchors[{settings['name']}]: path_env is {variable!r} but that "
+                f"environment variable is not set; export {variable}=/path/to/the/predictions.jsonl"
+            )
+        return value
+    return str(settings["path"])

@@ -24,6 +24,13 @@ def metrics_file(corpus: str, run: str) -> str:
     return f"results/evaluate_ner/{corpus}/{run}/metrics.json"
 
 
+def predictions_file(corpus: str, run: str, anchors: Collection[str] = ()) -> str:
+    """What evaluate_ner scores: a run's predictions (predict_ner), or an anchor's predictions
+    made into the same table (score_anchor)."""
+    step = "score_anchor" if run in anchors else "predict_ner"
+    return f"results/{step}/{corpus}/{run}/predictions.parquet"
+
+
 def cross_metrics_file(corpus: str, run: str, target: str) -> str:
     """A run's scores on a corpus of evaluation.corpora (evaluate_ner_cross)."""
     return f"results/evaluate_ner_cross/{corpus}/{run}/{target}/metrics.json"
@@ -82,9 +89,10 @@ def ensemble_arguments(runs: NerRuns, run: str, inputs: Mapping[str, str]) -> st
     )
 
 
-def evaluation_outputs(runs: NerRuns, corpus: str) -> dict[str, str]:
-    """compare_ner's inputs: every run's metrics on its own holdout, by run."""
-    return {run: metrics_file(corpus, run) for run in runs.runs}
+def evaluation_outputs(runs: NerRuns, corpus: str, anchors: Collection[str] = ()) -> dict[str, str]:
+    """compare_ner's inputs: every run's metrics on its own holdout, then every anchor's
+    (evaluation.anchors, scored as runs on the same notes), by name."""
+    return {name: metrics_file(corpus, name) for name in (*runs.runs, *anchors)}
 
 
 def cross_outputs(runs: NerRuns, targets: Collection[str], corpus: str) -> dict[str, str]:
@@ -96,16 +104,20 @@ def cross_outputs(runs: NerRuns, targets: Collection[str], corpus: str) -> dict[
     }
 
 
-def compare_arguments(runs: NerRuns, inputs: Mapping[str, str]) -> str:
-    """--run NAME=DIR for compare_ner, from the metrics files of every run, and
-    --arm NAME=ARM for each run of an arm with training seeds or a sweep."""
+def compare_arguments(
+    runs: NerRuns, inputs: Mapping[str, str], anchors: Collection[str] = ()
+) -> str:
+    """--run NAME=DIR for compare_ner, from the metrics files of every run and anchor, and
+    --arm NAME=ARM for each run of an arm with training seeds or a sweep (an anchor is an
+    arm of its own)."""
     arm_runs = [
         (run, entry[ARM])
         for run, entry in runs.runs.items()
         if entry.get(ARM) and entry[ARM] != run
     ]
     return joined(
-        flags("--run", ((run, parent(inputs[run])) for run in runs.runs)), flags("--arm", arm_runs)
+        flags("--run", ((name, parent(inputs[name])) for name in (*runs.runs, *anchors))),
+        flags("--arm", arm_runs),
     )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from synthdeid.workflow.checks import (
+    check_anchors,
     check_ensemble_runs,
     check_error_report,
     check_evaluation_corpora,
@@ -14,7 +15,7 @@ from synthdeid.workflow.checks import (
     check_stacked_runs,
     check_teachers,
 )
-from synthdeid.workflow.corpora import evaluation_corpora
+from synthdeid.workflow.corpora import anchors, evaluation_corpora
 from synthdeid.workflow.ner_inputs import metrics_file
 from synthdeid.workflow.ner_runs import NerRuns
 from synthdeid.workflow.pools import Pool, pool_table
@@ -25,7 +26,7 @@ from synthdeid.workflow.teachers import Teachers
 
 @dataclass(frozen=True)
 class Tables:
-    """The runs, teachers, pools, further corpora and tabular fits of one config."""
+    """The runs, teachers, pools, further corpora, anchors and tabular fits of one config."""
 
     corpus: str
     table: str
@@ -35,6 +36,8 @@ class Tables:
     evaluation_corpora: dict[str, dict[str, Any]]
     tabular_runs: list[TabularRun]
     error_report_runs: list[str]
+    # evaluation.anchors by name: external de-identifiers' predictions, scored as runs
+    anchors: dict[str, dict[str, Any]]
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Tables:
@@ -42,7 +45,7 @@ class Tables:
 
         ConfigError for the first value that cannot work, checked in this order:
         split fractions, the demo key, the runs and the reference run, ensemble
-        and stacked runs, error-report runs, evaluation corpora, teachers.
+        and stacked runs, error-report runs, evaluation corpora, anchors, teachers.
         """
         corpus = config["corpus"]["name"]
         check_split(config["split"]["fractions"])
@@ -54,6 +57,8 @@ class Tables:
         check_error_report(runs, ner["error_report"]["runs"])
         further = config.get("evaluation", {}).get("corpora", [])
         check_evaluation_corpora(further, corpus)
+        anchor_entries = config.get("evaluation", {}).get("anchors", [])
+        check_anchors(anchor_entries, runs)
         teachers = Teachers.from_config(config["teacher"])
         check_teachers(teachers, runs)
         tabular = config["synth"]["tabular"]
@@ -67,6 +72,7 @@ class Tables:
             evaluation_corpora=evaluation_corpora(further),
             tabular_runs=tabular_runs(tabular),
             error_report_runs=list(ner["error_report"]["runs"]),
+            anchors=anchors(anchor_entries),
         )
 
     def targets(self) -> list[str]:
@@ -84,6 +90,7 @@ class Tables:
             f"results/evaluate_tabular/{table}/comparison.json",
             f"results/check_faithfulness/{table}/faithfulness.json",
             *[metrics_file(corpus, run) for run in self.runs.runs],
+            *[metrics_file(corpus, anchor) for anchor in self.anchors],
             *[
                 f"results/report_errors/{corpus}/{run}/summary.json"
                 for run in self.error_report_runs
