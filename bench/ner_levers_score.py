@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from synthdeid import cli
 from synthdeid.artifacts import make_provenance, write_json_atomic, write_parquet_atomic
 from synthdeid.detectors import add_regex_spans
 from synthdeid.evaluation.metrics import headline_metrics
@@ -73,7 +73,10 @@ def choose_threshold(
 
 
 def synthdeid(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "synthdeid", *args], check=True)
+    """A synthdeid stage, in this process (the imports are paid once for every run)."""
+    code = cli.main(list(args))
+    if code != 0:
+        raise SystemExit(f"synthdeid {args[0]} failed with exit code {code}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--archive", type=Path, required=True)
     parser.add_argument("--resamples", default="2000")
+    parser.add_argument("--again", action="store_true", help="score runs archived already")
     args = parser.parse_args(argv)
     regex = [r for r in args.regex.split(",") if r]
     rule = RULES[args.rule]
@@ -102,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         arm += args.suffix
         name = f"{arm}-seed{seed}"
+        if (args.archive / name / "run.json").is_file() and not args.again:
+            print(f"{name}: archived already", flush=True)
+            continue
         mixture = run["mixture"]
         if mixture not in validation:
             validation[mixture] = read_notes(args.mixtures / mixture / "validation.parquet")

@@ -174,7 +174,10 @@ def test_dry_run_plans_a_stacked_run_like_any_other(workflow_copy: Path) -> None
             "base 'real_surrogate_ensemble' is not a trained run",
         ),
         ({"base": "bogus"}, "base 'bogus' is not a trained run"),
-        ({"pools": ["surrogates"]}, "pools, tapt and training belong to its base run"),
+        (
+            {"pools": ["surrogates"]},
+            "pools, tapt, training and distill_from belong to its base run",
+        ),
         ({"training_seeds": [1, 2]}, "stacks lexicons over a trained run"),
     ],
 )
@@ -184,3 +187,38 @@ def test_dry_run_refuses_bad_stacked_runs(
     assert message in dry_run_refusal(
         workflow_copy, "bad-stacked", with_runs({**STACKED_RUN, **change})
     )
+
+
+# ---------------------------------------------------------------- distilled runs
+
+# a student of the demo's ensemble: its soft labels on the student's training notes
+DISTILLED_RUN = {
+    "name": "ensemble_student",
+    "distill_from": "real_surrogate_ensemble",
+    "mixture": {"regime": "augmentation", "synthetic_fraction": 0.0, "seed": 1},
+}
+
+
+def test_a_distilled_run_names_its_teacher_as_a_string() -> None:
+    validate(merged(with_runs(DISTILLED_RUN)), str(SCHEMA))
+    assert "is not of type 'string'" in refusal(
+        with_runs({**DISTILLED_RUN, "distill_from": ["real_only"]})
+    )
+
+
+def test_dry_run_plans_the_teachers_soft_labels_before_the_student(workflow_copy: Path) -> None:
+    path = workflow_copy / "distilled.yaml"
+    path.write_text(yaml.safe_dump(with_runs(DISTILLED_RUN)), encoding="utf-8")
+    result = snakemake(workflow_copy, "-n", "-p", "--configfile", str(path))
+    jobs = planned_jobs(result.stdout)
+    assert jobs["soft_label_ner"] == 1
+    soft_labels = "results/soft_label_ner/demo/ensemble_student/local/soft_labels.parquet"
+    labelled = result.stdout.index(
+        "soft-label-ner --teacher results/ensemble_ner/demo/real_surrogate_ensemble/model"
+        " --train results/build_mixture/demo/ensemble_student/train.parquet"
+        f" --out {soft_labels}"
+    )
+    trained = result.stdout.index(f"--soft-labels {soft_labels} --run ensemble_student")
+    assert labelled < trained
+    # the other runs train on their gold labels alone
+    assert result.stdout.count("--soft-labels") == 1

@@ -85,12 +85,18 @@ def test_an_ensemble_member_must_be_a_trained_run() -> None:
     )
 
 
-@pytest.mark.parametrize("key", ["pools", "tapt", "training"])
+@pytest.mark.parametrize("key", ["pools", "tapt", "training", "distill_from"])
 def test_an_ensemble_has_no_trained_run_settings(key: str) -> None:
-    value = {"pools": ["surrogates"], "tapt": "own", "training": {"epochs": 1}}[key]
+    value = {
+        "pools": ["surrogates"],
+        "tapt": "own",
+        "training": {"epochs": 1},
+        "distill_from": "real",
+    }[key]
     message = refusal(checks.check_ensemble_runs, runs(REAL, SURROGATE, {**ENSEMBLE, key: value}))
     assert message == (
-        "ner run 'both' is an ensemble: pools, tapt and training belong to its member runs"
+        "ner run 'both' is an ensemble: pools, tapt, training and distill_from belong to its "
+        "member runs"
     )
 
 
@@ -104,12 +110,91 @@ def test_a_stacked_base_must_be_a_trained_run() -> None:
     )
 
 
-def test_a_stacked_run_has_no_trained_run_settings() -> None:
-    message = refusal(checks.check_stacked_runs, runs(REAL, {**STACKED, "tapt": "own"}))
+@pytest.mark.parametrize(("key", "value"), [("tapt", "own"), ("distill_from", "real")])
+def test_a_stacked_run_has_no_trained_run_settings(key: str, value: str) -> None:
+    message = refusal(checks.check_stacked_runs, runs(REAL, {**STACKED, key: value}))
     assert message == (
-        "ner run 'real_lexicons' stacks lexicons over 'real': mixture, pools, tapt and "
-        "training belong to its base run"
+        "ner run 'real_lexicons' stacks lexicons over 'real': mixture, pools, tapt, "
+        "training and distill_from belong to its base run"
     )
+
+
+def distilled(name: str, teacher: str) -> dict[str, Any]:
+    """A trained run that learns ``teacher``'s soft labels."""
+    return {"name": name, "distill_from": teacher, "mixture": MIXTURE}
+
+
+def test_a_student_of_any_kind_of_run_or_of_an_arm_passes() -> None:
+    seeded = {**SURROGATE, "training_seeds": [1, 2]}
+    table = runs(
+        REAL,
+        seeded,
+        ENSEMBLE | {"members": ["real", "surrogate-seed1"]},
+        STACKED,
+        distilled("of_trained", "real"),
+        distilled("of_ensemble", "both"),
+        distilled("of_stacked", "real_lexicons"),
+        distilled("of_arm", "surrogate"),
+        distilled("of_student", "of_ensemble"),
+    )
+    checks.check_ensemble_runs(table)
+    checks.check_stacked_runs(table)
+    checks.check_distilled_runs(table)
+    assert checks.run_dependencies(table, "of_arm") == [("run", "surrogate-seed1")]
+    assert checks.run_dependencies(table, "of_student") == [("run", "of_ensemble")]
+
+
+def test_a_teacher_must_be_a_run_or_an_arm() -> None:
+    message = refusal(checks.check_distilled_runs, runs(REAL, distilled("student", "nobody")))
+    assert message == (
+        "ner run 'student': distill_from 'nobody' is neither a run of ner.runs nor an arm: "
+        "runs ['real', 'student']"
+    )
+
+
+def test_a_run_is_not_its_own_teacher() -> None:
+    message = refusal(checks.check_distilled_runs, runs(REAL, distilled("student", "student")))
+    assert message == (
+        "ner run 'student': distill_from 'student' is the run itself; name another run "
+        "(a trained, ensemble or stacked run) as its teacher"
+    )
+
+
+@pytest.mark.parametrize(
+    "others",
+    [
+        # two students of each other
+        [distilled("student", "other"), distilled("other", "student")],
+        # the student is a member of its teacher
+        [distilled("student", "both"), {"name": "both", "members": ["real", "student"]}],
+        # ... or the base of a stacked teacher, through another student
+        [
+            distilled("student", "middle"),
+            distilled("middle", "lex"),
+            {**STACKED, "name": "lex", "base": "student"},
+        ],
+    ],
+)
+def test_a_teacher_depending_on_its_student_is_refused(others: list[dict[str, Any]]) -> None:
+    table = runs(REAL, *others)
+    checks.check_ensemble_runs(table)
+    checks.check_stacked_runs(table)
+    message = refusal(checks.check_distilled_runs, table)
+    assert re.fullmatch(
+        r"ner run '\w+' depends on itself through distill_from, members or base: its "
+        r"teacher may not learn from it",
+        message,
+    )
+
+
+def test_a_cycle_through_a_teachers_silver_pool_and_distill_from_is_refused() -> None:
+    # union -> model teacher -> distilled run -> its teacher, the student -> silver_union
+    model = {"name": "model", "kind": "model", "model": "distilled"}
+    table = runs(REAL, STUDENT, distilled("distilled", "student"))
+    checks.check_distilled_runs(table)
+    assert checks.run_dependencies(table, "distilled") == [("run", "student")]
+    message = refusal(checks.check_teachers, teachers(model, RULES_TEACHER, UNION_TEACHER), table)
+    assert re.match(r"teacher '(union|model)' depends on its own silver labels", message)
 
 
 def test_error_report_runs_must_be_trained() -> None:

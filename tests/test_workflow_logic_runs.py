@@ -9,6 +9,7 @@ import pytest
 from snakemake.iocontainers import InputFiles
 
 from synthdeid.errors import ConfigError
+from synthdeid.local_only import is_local_path
 from synthdeid.workflow import ner_inputs
 from synthdeid.workflow.ner_runs import NerRuns
 from synthdeid.workflow.pools import (
@@ -199,6 +200,43 @@ def test_ensemble_and_stacked_inputs_and_arguments(table: NerRuns) -> None:
         "results/build_mixture/demo/real/train.parquet",
     ]
     assert words[6:8] == ["--member", "tapt=results/train_ner/demo/tapt/model"]
+
+
+# a student of the ensemble, and one of an arm (its first training seed)
+STUDENT = {"name": "student", "distill_from": "both", "mixture": MIXTURE}
+ARM_STUDENT = {"name": "arm_student", "distill_from": "dplm-syn25", "mixture": MIXTURE}
+DISTILL = {"distill_alpha": 0.7, "distill_temperature": 2.0}
+
+
+def test_only_a_distilled_run_reads_its_teachers_soft_labels() -> None:
+    distilled = NerRuns.from_config(
+        ner(REAL, SWEPT, TAPT, ENSEMBLE, STUDENT, ARM_STUDENT, training={**TRAINING, **DISTILL})
+    )
+    assert distilled.distill_teacher("student") == "both"
+    assert distilled.distill_teacher("arm_student") == "dplm-syn25-seed1"
+    assert distilled.distill_teacher("real") is None
+    soft_labels = "results/soft_label_ner/demo/student/local/soft_labels.parquet"
+    assert is_local_path(soft_labels)
+    assert ner_inputs.soft_labels_file("demo", "student") == soft_labels
+    assert ner_inputs.distill_input(distilled, "student", "demo") == {"soft_labels": soft_labels}
+    for run in ("real", "tapt", "dplm-syn25-seed1"):
+        assert ner_inputs.distill_input(distilled, run, "demo") == {}
+    # soft_label_ner's teacher: the model folder of any kind of run
+    assert ner_inputs.teacher_model(distilled, "student", "demo") == (
+        "results/ensemble_ner/demo/both/model"
+    )
+    assert ner_inputs.teacher_model(distilled, "arm_student", "demo") == (
+        "results/train_ner/demo/dplm-syn25-seed1/model"
+    )
+    with pytest.raises(ConfigError, match="'real' has no distill_from"):
+        ner_inputs.teacher_model(distilled, "real", "demo")
+    # train-ner's flag, from Snakemake's input object (`in` looks at paths, not names)
+    inputs = InputFiles(fromdict={"soft_labels": "a b/soft_labels.parquet", "train": "t"})
+    assert ner_inputs.distill_arguments(inputs) == "--soft-labels 'a b/soft_labels.parquet'"
+    assert ner_inputs.distill_arguments(InputFiles(fromdict={"train": "soft_labels"})) == ""
+    # the distillation settings reach only the distilled runs: changing them reruns no other
+    assert ner_inputs.training_settings(distilled, "student", "demo") == {**TRAINING, **DISTILL}
+    assert ner_inputs.training_settings(distilled, "real", "demo") == TRAINING
 
 
 def test_compare_ner_gets_every_run_its_arm_and_every_cross_corpus_score(table: NerRuns) -> None:

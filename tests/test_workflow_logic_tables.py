@@ -92,6 +92,12 @@ def test_the_first_failing_check_stops_the_tables(monkeypatch: pytest.MonkeyPatc
     corpora = [{**DEFAULT["evaluation"]["corpora"][0], "name": "demo"}]
     with pytest.raises(ConfigError, match=r"^evaluation\.corpora: 'demo' is the corpus itself"):
         Tables.from_config(validated({"evaluation": {"corpora": corpora}}))
+    # a student whose teacher is itself (the demo's runs and one more)
+    mixture = {"regime": "augmentation", "synthetic_fraction": 0.0, "seed": 1}
+    student = {"name": "student", "distill_from": "student", "mixture": mixture}
+    runs = [*DEFAULT["ner"]["runs"], student]
+    with pytest.raises(ConfigError, match=r"^ner run 'student': distill_from 'student' is the run"):
+        Tables.from_config(validated({"ner": {"runs": runs}}))
 
 
 # ---------------------------------------------------------------- teachers

@@ -91,16 +91,52 @@ rule tapt_encoder_seeds:
         " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"
 
 
+rule soft_label_ner:
+    """A teacher run's soft labels on a distilled run's training notes (runs with `distill_from`).
+
+    The teacher (a trained, ensemble or stacked run) gives every token of the
+    distinct notes of the student's mixture train.parquet its tag probabilities,
+    kept with the teacher tokens' character offsets (the student's tokenizer may
+    differ); train_ner learns them with the gold tags. GPU rule: one GPU on SLURM
+    (the teacher may be a 12-layer model, or several); on a CPU it uses the
+    rule's threads.
+    output: local/soft_labels.parquet (LOCAL ONLY: no text, but where the
+            teacher saw PHI in real notes)
+    """
+    input:
+        teacher=lambda w: ner_inputs.teacher_model(RUNS, w.run, w.corpus),
+        train=rules.build_mixture.output.train,
+    output:
+        soft_labels="results/soft_label_ner/{corpus}/{run}/local/soft_labels.parquet",
+    log:
+        "logs/soft_label_ner/{corpus}/{run}.log",
+    benchmark:
+        "benchmarks/soft_label_ner/{corpus}/{run}.tsv"
+    conda:
+        "../../envs/gpu.yaml"
+    threads: 2
+    resources:
+        gpu=1,
+        mem_mb=8000,
+        runtime=120,
+    shell:
+        "synthdeid --log {log:q} soft-label-ner --teacher {input.teacher:q}"
+        " --train {input.train:q} --out {output.soft_labels:q} --threads {threads}"
+        " --no-progress"
+
+
 rule train_ner:
     """Fine-tune a token-classification de-identification model on one run's mixture.
 
     GPU rule: on SLURM it asks for one GPU (resources gpu=1); on a CPU it uses
     the rule's threads. Output: a Hugging Face model directory (weights,
     tokenizer, synthdeid_ner.json with the operating point, training history,
-    model card).
+    model card). A run with `distill_from` also learns its teacher's soft labels
+    (soft_label_ner; ner.training.distill_alpha / distill_temperature).
     """
     input:
         unpack(lambda w: ner_inputs.tapt_input(RUNS, w.run, w.corpus)),
+        unpack(lambda w: ner_inputs.distill_input(RUNS, w.run, w.corpus)),
         train=rules.build_mixture.output.train,
         validation=rules.build_mixture.output.validation,
         summary=rules.build_mixture.output.summary,
@@ -119,11 +155,14 @@ rule train_ner:
         runtime=240,
     params:
         settings=lambda w: as_json(ner_inputs.training_settings(RUNS, w.run, w.corpus)),
+        # the teacher run of a distilled run (distill_from): a new teacher reruns it
+        distill_from=lambda w: RUNS.distill_teacher(w.run) or "",
+        soft_labels=lambda w, input: ner_inputs.distill_arguments(input),
     shell:
         "synthdeid --log {log:q} train-ner --train {input.train:q}"
         " --validation {input.validation:q} --mixture-summary {input.summary:q}"
-        " --config {params.settings:q} --run {wildcards.run:q} --out-dir {output.model:q}"
-        " --threads {threads}"
+        " --config {params.settings:q} {params.soft_labels} --run {wildcards.run:q}"
+        " --out-dir {output.model:q} --threads {threads}"
 
 
 rule ensemble_ner:

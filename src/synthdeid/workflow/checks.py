@@ -19,7 +19,7 @@ from synthdeid.workflow.teachers import Teachers
 # a node of the dependency graph between teachers and runs: ("teacher" | "run", name)
 Node = tuple[str, str]
 # keys that belong to a trained run, never to an ensemble or a stacked run
-TRAINED_RUN_KEYS = ("pools", "tapt", "training")
+TRAINED_RUN_KEYS = ("pools", "tapt", "training", "distill_from")
 
 
 def check_split(fractions: Mapping[str, float]) -> None:
@@ -52,7 +52,9 @@ def check_ensemble_runs(runs: NerRuns) -> None:
         for member in members:
             require_trained(runs, name, "member", member)
         refuse_trained_run_keys(
-            runs, name, "is an ensemble: pools, tapt and training belong to its member runs"
+            runs,
+            name,
+            "is an ensemble: pools, tapt, training and distill_from belong to its member runs",
         )
 
 
@@ -63,9 +65,50 @@ def check_stacked_runs(runs: NerRuns) -> None:
         refuse_trained_run_keys(
             runs,
             name,
-            f"stacks lexicons over {base!r}: mixture, pools, tapt and training belong to its "
-            "base run",
+            f"stacks lexicons over {base!r}: mixture, pools, tapt, training and distill_from "
+            "belong to its base run",
         )
+
+
+def check_distilled_runs(runs: NerRuns) -> None:
+    """A distilled run's teacher (``distill_from``) is another run, which does not depend on
+    its student through distill_from, members or base. Run after the ensemble and stacked
+    checks (only a trained run has distill_from)."""
+    for name, entry in runs.runs.items():
+        teacher = entry.get("distill_from")
+        if not teacher:
+            continue
+        resolved = runs.distill_teacher(name)
+        if resolved is None:
+            raise ConfigError(
+                f"ner run {name!r}: distill_from {teacher!r} is neither a run of ner.runs nor "
+                f"an arm: runs {sorted(runs.runs)}"
+            )
+        if resolved == name:
+            raise ConfigError(
+                f"ner run {name!r}: distill_from {teacher!r} is the run itself; name another "
+                "run (a trained, ensemble or stacked run) as its teacher"
+            )
+    for name in runs.runs:
+        check_no_run_cycle(runs, name)
+
+
+def check_no_run_cycle(runs: NerRuns, name: str) -> None:
+    """A run may not need itself through any chain of teachers (distill_from), members and
+    bases (cycles through teacher.teachers' silver pools: :func:`check_no_cycle`)."""
+    seen: set[str] = set()
+    todo = [what for kind, what in run_dependencies(runs, name) if kind == "run"]
+    while todo:
+        run = todo.pop()
+        if run == name:
+            raise ConfigError(
+                f"ner run {name!r} depends on itself through distill_from, members or base: "
+                "its teacher may not learn from it"
+            )
+        if run in seen or run not in runs.runs:
+            continue
+        seen.add(run)
+        todo += [what for kind, what in run_dependencies(runs, run) if kind == "run"]
 
 
 def check_error_report(runs: NerRuns, report_runs: Sequence[str]) -> None:
@@ -121,17 +164,19 @@ def teacher_dependencies(teachers: Teachers, runs: NerRuns, name: str) -> list[N
 
 
 def run_dependencies(runs: NerRuns, run: str) -> list[Node]:
-    """What a run needs: an ensemble its members, a stacked run its base, else its silver pools' teachers."""
+    """What a run needs: an ensemble its members, a stacked run its base, else its silver
+    pools' teachers and the run it distils from (distill_from)."""
     entry = runs.runs[run]
     if "members" in entry:
         return [("run", member) for member in entry["members"]]
     if "base" in entry:
         return [("run", entry["base"])]
+    teacher = runs.distill_teacher(run)
     return [
         ("teacher", pool.removeprefix("silver_"))
         for pool in entry.get("pools", [])
         if pool.startswith("silver_")
-    ]
+    ] + ([("run", teacher)] if teacher else [])
 
 
 def check_teachers(teachers: Teachers, runs: NerRuns) -> None:

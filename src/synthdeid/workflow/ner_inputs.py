@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from synthdeid.errors import ConfigError
 from synthdeid.ner.sweeps import ARM
 from synthdeid.workflow.arguments import flags, joined, parent
 from synthdeid.workflow.ner_runs import NerRuns
@@ -47,13 +48,51 @@ def tapt_input(runs: NerRuns, run: str, corpus: str) -> dict[str, str]:
     return {"tapt": model} if model else {}
 
 
+# ner.training keys that only a run with distill_from uses
+DISTILL_KEYS = ("distill_alpha", "distill_temperature")
+
+
 def training_settings(runs: NerRuns, run: str, corpus: str) -> dict[str, Any]:
-    """The run's training settings; a run with `tapt` starts from the adapted encoder."""
+    """The run's training settings; a run with `tapt` starts from the adapted encoder. The
+    distillation keys are left out of a run without `distill_from` (unused there), so that
+    changing them reruns only the distilled runs."""
     settings = runs.training(run)
     model = run_tapt_model(runs, run, corpus)
     if model:
         settings["model"] = model
+    if not runs.runs[run].get("distill_from"):
+        for key in DISTILL_KEYS:
+            settings.pop(key, None)
     return settings
+
+
+def soft_labels_file(corpus: str, run: str) -> str:
+    """A distilled run's teacher soft labels on its training notes (soft_label_ner; local
+    only: they say where the teacher saw PHI in real notes)."""
+    return f"results/soft_label_ner/{corpus}/{run}/local/soft_labels.parquet"
+
+
+def teacher_model(runs: NerRuns, run: str, corpus: str) -> str:
+    """soft_label_ner's teacher: the model directory of the run's `distill_from` (trained,
+    ensemble or stacked)."""
+    teacher = runs.distill_teacher(run)
+    if teacher is None:
+        raise ConfigError(f"ner run {run!r} has no distill_from: it learns no soft labels")
+    return runs.model_dir(teacher, corpus)
+
+
+def distill_input(runs: NerRuns, run: str, corpus: str) -> dict[str, str]:
+    """train_ner's distillation input: the teacher's soft labels (nothing for a run without
+    `distill_from`)."""
+    return {"soft_labels": soft_labels_file(corpus, run)} if runs.distill_teacher(run) else {}
+
+
+def distill_arguments(inputs: Mapping[str, str]) -> str:
+    """train-ner's --soft-labels, for a run with the soft_labels input; else nothing."""
+    # keys(): `in` on Snakemake's input object looks at the paths, not the names
+    if "soft_labels" not in set(inputs.keys()):
+        return ""
+    return f"--soft-labels {shlex.quote(inputs['soft_labels'])}"
 
 
 def development_inputs(runs: NerRuns, run: str, corpus: str) -> dict[str, str]:

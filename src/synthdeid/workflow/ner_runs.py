@@ -2,7 +2,8 @@
 
 A run is *trained* (a mixture and a model of its own), an *ensemble* (``members``:
 trained runs whose token probabilities it averages) or *stacked* (``base``: a
-trained run with lexicons stacked over its token probabilities).
+trained run with lexicons stacked over its token probabilities). A trained run
+with ``distill_from`` also learns a teacher run's soft labels on its training notes.
 """
 
 from __future__ import annotations
@@ -105,6 +106,11 @@ class NerRuns:
         if name in self.runs:
             return name
         return self.arms[name][0] if name in self.arms else None
+
+    def distill_teacher(self, run: str) -> str | None:
+        """The run whose soft labels a run learns (``distill_from``, a run or an arm's first
+        training seed); None for a run without ``distill_from`` or naming no run."""
+        return self.named_run(self.runs[run].get("distill_from"))
 
     def dp_model_runs(self) -> list[str]:
         """Runs whose training data passed through the DP language model: its pools, or tapt: dplm."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from synthdeid.workflow.checks import (
     check_anchors,
+    check_distilled_runs,
     check_ensemble_runs,
     check_error_report,
     check_evaluation_corpora,
@@ -44,8 +45,9 @@ class Tables:
         """The tables of a config validated against the schema (defaults filled in).
 
         ConfigError for the first value that cannot work, checked in this order:
-        split fractions, the demo key, the runs and the reference run, ensemble
-        and stacked runs, error-report runs, evaluation corpora, anchors, teachers.
+        split fractions, the demo key, the runs and the reference run, ensemble,
+        stacked and distilled runs, error-report runs, evaluation corpora, anchors,
+        teachers.
         """
         corpus = config["corpus"]["name"]
         check_split(config["split"]["fractions"])
@@ -54,6 +56,7 @@ class Tables:
         runs = NerRuns.from_config(ner)
         check_ensemble_runs(runs)
         check_stacked_runs(runs)
+        check_distilled_runs(runs)
         check_error_report(runs, ner["error_report"]["runs"])
         further = config.get("evaluation", {}).get("corpora", [])
         check_evaluation_corpora(further, corpus)
