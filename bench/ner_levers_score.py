@@ -18,7 +18,8 @@ history from the sweep). Run ``NAME-sK`` is archived as ``NAME-seedK`` in
 arm ``NAME`` (with ``--suffix``, ``NAME<suffix>``), so ``synthdeid
 compare-ner --archive`` and ``tabulate-study`` read the arms over seeds.
 ``levers.json`` in ``--work`` records each run's rule, threshold and
-validation figures. The sweep's spans never leave ``--work``.
+figures on its development notes (its validation notes and, for runs that
+did not train on it, the seed part), from which the choices are made. The sweep's spans never leave ``--work``.
 """
 
 from __future__ import annotations
@@ -38,6 +39,13 @@ from synthdeid.ner.ages import drop_young_age_spans
 from synthdeid.ner.operating_point import OperatingPointRule, choose
 from synthdeid.notes import Note, Span, notes_to_table, read_notes
 
+FIGURES = (
+    "detection_recall",
+    "detection_precision",
+    "leakage_detection_all",
+    "leakage_overlap_all",
+    "span_overlap_f1",
+)
 RULES = {"recall": OperatingPointRule(), "argmax": OperatingPointRule(mode="argmax")}
 
 
@@ -106,14 +114,34 @@ def main(argv: list[str] | None = None) -> int:
             continue
         arm += args.suffix
         name = f"{arm}-seed{seed}"
-        if (args.archive / name / "run.json").is_file() and not args.again:
-            print(f"{name}: archived already", flush=True)
-            continue
         mixture = run["mixture"]
         if mixture not in validation:
             validation[mixture] = read_notes(args.mixtures / mixture / "validation.parquet")
         chosen = choose_threshold(run, validation[mixture], rule, regex)
         threshold = chosen["o_threshold"]
+        development = {"validation": chosen}
+        if "seed" in run["spans"]:  # the seed part, where the run did not train on it
+            seed_notes = [note for note in notes if note.split == "seed"]
+            spans = postprocess(seed_notes, spans_at(run, "seed", threshold, seed_notes), regex)
+            predicted = {n.note_id: s for n, s in zip(seed_notes, spans, strict=True)}
+            development["seed"] = headline_metrics(seed_notes, predicted)
+        records.append(
+            {
+                "run": name,
+                "arm": arm,
+                "sweep_run": run["name"],
+                "rule": args.rule,
+                "regex": regex,
+                "o_threshold": threshold,
+                **{part: {k: m[k] for k in FIGURES} for part, m in development.items()},
+                "best_epoch": run["best_epoch"],
+                "epochs": run["timing"]["epochs"],
+                "gpu_train_seconds": run["timing"]["train_seconds"],
+            }
+        )
+        if (args.archive / name / "run.json").is_file() and not args.again:
+            print(f"{name}: archived already", flush=True)
+            continue
         spans = postprocess(holdout, spans_at(run, "holdout", threshold, holdout), regex)
         work = args.work / name
         work.mkdir(parents=True, exist_ok=True)
@@ -169,29 +197,6 @@ def main(argv: list[str] | None = None) -> int:
             str(model),
             "--out-dir",
             str(archived),
-        )
-        records.append(
-            {
-                "run": name,
-                "arm": arm,
-                "sweep_run": run["name"],
-                "rule": args.rule,
-                "regex": regex,
-                "o_threshold": threshold,
-                "validation": {
-                    k: chosen[k]
-                    for k in (
-                        "detection_recall",
-                        "detection_precision",
-                        "leakage_detection_all",
-                        "leakage_overlap_all",
-                        "span_overlap_f1",
-                    )
-                },
-                "best_epoch": run["best_epoch"],
-                "epochs": run["timing"]["epochs"],
-                "gpu_train_seconds": run["timing"]["train_seconds"],
-            }
         )
         print(f"{name}: O threshold {threshold} ({args.rule}) -> {archived}", flush=True)
     write_json_atomic({"runs": records}, args.work / f"levers{args.suffix}.json")

@@ -464,19 +464,26 @@ def test_paired_tests_and_arms_tables_are_written_exactly() -> None:
         "b": ArmSummary(
             "b",
             ("b",),
-            dict(zip(ARM_METRICS, (one_seed, undefined, no_interval, one_seed), strict=True)),
+            dict(
+                zip(
+                    ARM_METRICS,
+                    (one_seed, undefined, no_interval, one_seed, one_seed, one_seed, one_seed),
+                    strict=True,
+                )
+            ),
         ),
     }
     test = ArmTest("b", "a", "span_overlap_f1", 1, 2, False, 0.125, nan, nan, 0.5, 1.0, 1, False)
     assert arms_markdown(summaries, "a", [test]).splitlines()[-10:] == [
         "| arm | seeds | span_overlap_f1 | span_overlap_recall | span_overlap_precision "
-        "| leakage_overlap_all |",
-        "|---|---|---|---|---|---|",
+        "| leakage_overlap_all | detection_recall | detection_precision "
+        "| leakage_detection_all |",
+        "|---|---|---|---|---|---|---|---|---|",
         "| a (reference) | 2 | "
-        + " | ".join(["0.500 +- 0.100 [0.250, 0.750]; CI [0.400, 0.600]"] * 4)
+        + " | ".join(["0.500 +- 0.100 [0.250, 0.750]; CI [0.400, 0.600]"] * 7)
         + " |",
         "| b | 1 | 0.500 (SD n/a); CI [0.400, 0.600] | n/a; CI n/a | 0.500 (SD n/a); CI n/a "
-        "| 0.500 (SD n/a); CI [0.400, 0.600] |",
+        "| " + " | ".join(["0.500 (SD n/a); CI [0.400, 0.600]"] * 4) + " |",
         "",
         "## Against the reference arm",
         "",

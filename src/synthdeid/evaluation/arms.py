@@ -56,6 +56,11 @@ ARM_METRICS: tuple[str, ...] = (
     "span_overlap_recall",
     "span_overlap_precision",
     "leakage_overlap_all",
+    # label-agnostic: what a de-identifier is judged on where the label does not matter
+    # (any label protects a span), and what anchors that name no label are compared on
+    "detection_recall",
+    "detection_precision",
+    "leakage_detection_all",
 )
 
 

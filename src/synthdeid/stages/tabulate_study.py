@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +61,18 @@ METRIC_TITLES: dict[str, str] = {
     "span_overlap_recall": "recall",
     "span_overlap_precision": "precision",
     "leakage_overlap_all": "label-consistent document leakage",
+    "detection_recall": "detection recall",
+    "detection_precision": "detection precision",
+    "leakage_detection_all": "label-agnostic document leakage",
 }
 METRIC_UNITS: dict[str, str] = {
     "span_overlap_f1": "difference on the 0-1 scale",
     "span_overlap_recall": "difference on the 0-1 scale",
     "span_overlap_precision": "difference on the 0-1 scale",
     "leakage_overlap_all": "difference in the share of notes",
+    "detection_recall": "difference on the 0-1 scale",
+    "detection_precision": "difference on the 0-1 scale",
+    "leakage_detection_all": "difference in the share of notes",
 }
 FOREST_METRICS: tuple[str, ...] = ("span_overlap_f1", "leakage_overlap_all")
 # significant after Bonferroni / not
@@ -165,7 +171,12 @@ def train_cell(row: dict[str, Any]) -> str:
     return f"{wall:.1f} ({number_or_na(row.get('train_cpu_min'), '.1f')})"
 
 
-def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title: str) -> str:
+def study_markdown(
+    rows: list[dict[str, Any]],
+    comparison: dict[str, Any],
+    title: str,
+    forest: Sequence[str] = FOREST_METRICS,
+) -> str:
     reference = comparison["reference_arm"]
     n_notes = next(iter(comparison["runs"].values()))["counts"]["n_notes"]
     lines = [
@@ -175,8 +186,9 @@ def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title
         "the arm's training seeds +- SD (absent with one seed) [document bootstrap 95% interval "
         f"of the mean]. Differences from {reference}: two-level paired bootstrap over documents "
         "and training seeds, 95% interval, p Bonferroni-adjusted across arms (* below 0.05). "
-        "Span metrics: overlap matching; leakage: share of notes with a gold span that no "
-        "prediction of its own label overlaps (label-consistent). Train notes and synthetic share "
+        "Span metrics: overlap matching; label-consistent leakage: share of notes with a gold "
+        "span that no prediction of its own label overlaps; detection and label-agnostic "
+        "leakage: a prediction of any label protects a span. Train notes and synthetic share "
         "as realized by build_mixture; epsilon of the DP language model where the arm's data "
         "passed through it; train min: wall minutes of train_ner per run (CPU minutes), mean "
         "over the arm's seeds.",
@@ -184,7 +196,7 @@ def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title
     ]
     header = ["arm", "seeds", "train notes", "synthetic share", "epsilon", "train min (CPU)"]
     header += [METRIC_TITLES[m] for m in ARM_METRICS]
-    header += [f"delta {METRIC_TITLES[m]}" for m in FOREST_METRICS]
+    header += [f"delta {METRIC_TITLES[m]}" for m in forest]
     lines += markdown_table(
         header,
         [
@@ -196,7 +208,7 @@ def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title
                 number_or_na(row["epsilon"], ".2f"),
                 train_cell(row),
                 *(metric_cell(row, m) for m in ARM_METRICS),
-                *(delta_cell(row, m, comparison["n_resamples"]) for m in FOREST_METRICS),
+                *(delta_cell(row, m, comparison["n_resamples"]) for m in forest),
             ]
             for row in rows
         ],
@@ -204,7 +216,13 @@ def study_markdown(rows: list[dict[str, Any]], comparison: dict[str, Any], title
     return "\n".join([*lines, ""])
 
 
-def plot_forest(rows: list[dict[str, Any]], reference: str, n_notes: int, path: Path) -> Any:
+def plot_forest(
+    rows: list[dict[str, Any]],
+    reference: str,
+    n_notes: int,
+    path: Path,
+    forest: Sequence[str] = FOREST_METRICS,
+) -> Any:
     """Differences from the reference arm with their intervals, one panel per metric.
 
     An undefined difference is written n/a on its row. Returns the (closed) figure.
@@ -212,10 +230,13 @@ def plot_forest(rows: list[dict[str, Any]], reference: str, n_notes: int, path: 
     plt = pyplot()
     tested = [row for row in rows if not row["reference"]]
     fig, axes = plt.subplots(
-        1, len(FOREST_METRICS), figsize=(10, max(2.5, 0.42 * len(tested) + 1.6)), sharey=True
+        1,
+        len(forest),
+        figsize=(5 * len(forest), max(2.5, 0.42 * len(tested) + 1.6)),
+        sharey=True,
     )
     positions = np.arange(len(tested))[::-1]
-    for ax, metric in zip(np.atleast_1d(axes), FOREST_METRICS, strict=True):
+    for ax, metric in zip(np.atleast_1d(axes), forest, strict=True):
         undefined = []
         for y, row in zip(positions, tested, strict=True):
             diff, lo, hi = (row[f"{metric}_{key}"] for key in ("diff", "diff_lo", "diff_hi"))
@@ -295,6 +316,13 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "counts agree)",
     )
     parser.add_argument("--title", default="Synthetic data arms against the reference")
+    parser.add_argument(
+        "--forest",
+        nargs="+",
+        choices=ARM_METRICS,
+        default=list(FOREST_METRICS),
+        help="the metrics whose differences the table and the forest plot show",
+    )
     parser.add_argument("--out-dir", required=True, type=output_dir, help="folder for the outputs")
 
 
@@ -324,12 +352,12 @@ def run(args: argparse.Namespace) -> None:
     rows = study_rows(comparison, mixtures, privacy, train)
     out: Path = args.out_dir
     write_csv(rows, list(rows[0]), out / STUDY_CSV)
-    markdown = study_markdown(rows, comparison, args.title)
+    markdown = study_markdown(rows, comparison, args.title, args.forest)
     with atomic_text(out / STUDY_MD) as handle:
         handle.write(markdown)
     write_html(markdown, args.title, out / STUDY_HTML)
     n_notes = int(next(iter(comparison["runs"].values()))["counts"]["n_notes"])
-    plot_forest(rows, comparison["reference_arm"], n_notes, out / STUDY_FIGURE)
+    plot_forest(rows, comparison["reference_arm"], n_notes, out / STUDY_FIGURE, args.forest)
     significant = [
         f"{row['arm']} ({METRIC_TITLES[m]})"
         for row in rows
