@@ -325,7 +325,9 @@ def test_train_restores_the_best_epoch_and_stops_early(
 
     worse = iter(range(100))
     monkeypatch.setattr(training, "_validation_metrics", recording)
-    monkeypatch.setattr(training, "selection_key", lambda metrics: (float(next(worse)), 0.0))
+    monkeypatch.setattr(
+        training, "selection_key", lambda metrics, rule="leakage": (float(next(worse)), 0.0)
+    )
     config = config_for(tiny_model, epochs=6, patience=2)
     result = train(TRAIN_NOTES, VALIDATION, config, progress=False)
     assert result.best_epoch == 1
