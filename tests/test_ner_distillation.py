@@ -233,33 +233,16 @@ def test_soft_label_ner_and_train_ner_distil_through_the_cli(tmp_path: Path) -> 
         )
 
     assert train_ner(tmp_path / "teacher") == 0
+
+    def soft_label_ner(out: Path) -> int:
+        teacher, train = str(tmp_path / "teacher"), str(mixture / "train.parquet")
+        argv = ["soft-label-ner", "--teacher", teacher, "--train", train, "--out", str(out)]
+        return main([*argv, "--no-progress"])
+
     released = tmp_path / "soft.parquet"
-    code = main(
-        [
-            "soft-label-ner",
-            "--teacher",
-            str(tmp_path / "teacher"),
-            "--train",
-            str(mixture / "train.parquet"),
-            "--out",
-            str(released),
-            "--no-progress",
-        ]
-    )
-    assert code == 2 and not released.exists()  # not in a local/ folder: refused
+    assert soft_label_ner(released) == 2 and not released.exists()  # not in local/: refused
     local = tmp_path / "local" / "soft.parquet"
-    code = main(
-        [
-            "soft-label-ner",
-            "--teacher",
-            str(tmp_path / "teacher"),
-            "--train",
-            str(mixture / "train.parquet"),
-            "--out",
-            str(local),
-            "--no-progress",
-        ]
-    )
+    code = soft_label_ner(local)
     assert code == 0
     tags, labels = read_soft_labels(local)
     assert tags[0] == "O" and len(labels) >= 10

@@ -53,6 +53,7 @@ from synthdeid.evaluation.matching import intersection
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.notes import Note, Span, check_spans
 from synthdeid.readers.base import read_lines
+from synthdeid.readers.jsonl import json_kind
 
 NAME = "NAME"
 # the gold labels a NAME span is resolved to
@@ -61,16 +62,6 @@ ANCHOR_LABELS: tuple[str, ...] = (*CANONICAL_LABELS, NAME)
 ENCODING = "utf-8"
 SPAN_KEYS: tuple[str, ...] = ("start", "end", "label")
 MAX_QUOTED = 40  # characters of a label quoted in an error
-
-
-def _kind(value: object) -> str:
-    """The JSON type of a value (errors name it, not the value)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    names = {str: "string", int: "integer", float: "number", list: "array", dict: "object"}
-    return names.get(type(value), type(value).__name__)
 
 
 def _quoted(value: str) -> str:
@@ -102,7 +93,7 @@ def _id_field(obj: dict[str, Any], key: str, *, path: Path, record: str) -> str:
     value = obj[key]
     if not isinstance(value, str | int) or isinstance(value, bool):
         raise InputError(
-            path, record, f"{key} must be a string or an integer, got a JSON {_kind(value)}"
+            path, record, f"{key} must be a string or an integer, got a JSON {json_kind(value)}"
         )
     text = str(value)
     if not text.strip():
@@ -113,7 +104,7 @@ def _id_field(obj: dict[str, Any], key: str, *, path: Path, record: str) -> str:
 def _span(raw: object, number: int, *, path: Path, record: str) -> Span:
     where = f"span {number}"
     if not isinstance(raw, dict):
-        raise InputError(path, record, f"{where} is a JSON {_kind(raw)}, not an object")
+        raise InputError(path, record, f"{where} is a JSON {json_kind(raw)}, not an object")
     for key in SPAN_KEYS:
         if key not in raw:
             raise InputError(path, record, f"{where}: missing key {key!r}")
@@ -121,11 +112,11 @@ def _span(raw: object, number: int, *, path: Path, record: str) -> Span:
     for key, value in (("start", start), ("end", end)):
         if not isinstance(value, int) or isinstance(value, bool):
             raise InputError(
-                path, record, f"{where}: {key} must be an integer, got a JSON {_kind(value)}"
+                path, record, f"{where}: {key} must be an integer, got a JSON {json_kind(value)}"
             )
     if not isinstance(label, str):
         raise InputError(
-            path, record, f"{where}: label must be a string, got a JSON {_kind(label)}"
+            path, record, f"{where}: label must be a string, got a JSON {json_kind(label)}"
         )
     if label not in ANCHOR_LABELS:
         raise InputError(
@@ -145,7 +136,7 @@ def parse_line(line: str, number: int, path: Path) -> tuple[str, AnchorRecord]:
     except json.JSONDecodeError as exc:
         raise InputError(path, record, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
     if not isinstance(obj, dict):
-        raise InputError(path, record, f"a line is a JSON {_kind(obj)}, expected an object")
+        raise InputError(path, record, f"a line is a JSON {json_kind(obj)}, expected an object")
     patient_id = _id_field(obj, "patient_id", path=path, record=record)
     note_id = _id_field(obj, "note_id", path=path, record=record)
     project_id = f"{patient_id}-{note_id}"
@@ -154,7 +145,7 @@ def parse_line(line: str, number: int, path: Path) -> tuple[str, AnchorRecord]:
         raise InputError(path, record, "missing key 'spans'", "a note with no prediction has []")
     raw_spans = obj["spans"]
     if not isinstance(raw_spans, list):
-        raise InputError(path, record, f"spans must be a list, got a JSON {_kind(raw_spans)}")
+        raise InputError(path, record, f"spans must be a list, got a JSON {json_kind(raw_spans)}")
     spans = [_span(raw, k, path=path, record=record) for k, raw in enumerate(raw_spans, start=1)]
     return project_id, AnchorRecord(number, patient_id, tuple(sorted(spans)))
 

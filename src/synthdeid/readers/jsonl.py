@@ -21,7 +21,7 @@ from synthdeid.readers.base import CorpusReader, read_lines, register, surface_m
 LINE_RECORD = "line {number} (note {note_id})"  # a line of the file, as errors name it
 
 
-def _kind(value: object) -> str:
+def json_kind(value: object) -> str:
     """The JSON type of a value (errors name it, not the value, which may hold PHI)."""
     if value is None:
         return "null"
@@ -35,7 +35,7 @@ def _int_field(obj: dict[str, Any], key: str, *, path: Path, record: str) -> int
     value = obj.get(key)
     if not isinstance(value, int) or isinstance(value, bool):
         raise InputError(
-            path, record, f"span field {key!r} must be an integer, got a JSON {_kind(value)}"
+            path, record, f"span field {key!r} must be an integer, got a JSON {json_kind(value)}"
         )
     return value
 
@@ -67,7 +67,7 @@ class JsonlReader(CorpusReader):
             raise InputError(
                 path,
                 record,
-                f"note_id must be a string or an integer, got a JSON {_kind(raw_id)}",
+                f"note_id must be a string or an integer, got a JSON {json_kind(raw_id)}",
             )
         note_id = str(raw_id)
         self.note_ids.add_numbered(note_id, number, path=path, form=LINE_RECORD)
@@ -78,7 +78,7 @@ class JsonlReader(CorpusReader):
         spans = []
         for raw in raw_spans:
             if not isinstance(raw, dict):
-                raise InputError(path, record, f"a span is a JSON {_kind(raw)}, not an object")
+                raise InputError(path, record, f"a span is a JSON {json_kind(raw)}, not an object")
             start = _int_field(raw, "start", path=path, record=record)
             end = _int_field(raw, "end", path=path, record=record)
             if not 0 <= start < end <= len(text):
