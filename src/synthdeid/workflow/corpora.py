@@ -16,19 +16,29 @@ from synthdeid.errors import ConfigError
 from synthdeid.readers import get_reader
 
 
-def corpus_path(settings: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Path:
-    """A corpus location: from the environment variable named by path_env, or path."""
+def located(
+    settings: Mapping[str, Any], where: str, example: str, environ: Mapping[str, str] | None
+) -> str:
+    """A file or folder from the environment variable named by path_env, or path (relative
+    to the working directory); ``where`` names the entry and ``example`` the export's value
+    in the error when the variable is not set."""
     environ = os.environ if environ is None else environ
     variable = settings.get("path_env")
     if variable:
         value = environ.get(variable)
         if not value:
             raise ConfigError(
-                f"corpus {settings['name']!r}: path_env is {variable!r} but that environment "
-                f"variable is not set; export {variable}=/path/to/the/corpus"
+                f"{where}: path_env is {variable!r} but that environment variable is not set; "
+                f"export {variable}={example}"
             )
-        return Path(value)
-    return Path(settings["path"])
+        return value
+    return str(settings["path"])
+
+
+def corpus_path(settings: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> Path:
+    """A corpus location: from the environment variable named by path_env, or path."""
+    where = f"corpus {settings['name']!r}"
+    return Path(located(settings, where, "/path/to/the/corpus", environ))
 
 
 def reader_files(
@@ -57,14 +67,5 @@ def anchors(entries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
 def anchor_path(settings: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> str:
     """An anchor's predictions file: from the environment variable path_env names, or path
     (relative to the working directory)."""
-    environ = os.environ if environ is None else environ
-    variable = settings.get("path_env")
-    if variable:
-        value = environ.get(variable)
-        if not value:
-            raise ConfigError(
-                f"evaluation.anchors[{settings['name']}]: path_env is {variable!r} but that "
-                f"environment variable is not set; export {variable}=/path/to/the/predictions.jsonl"
-            )
-        return value
-    return str(settings["path"])
+    where = f"evaluation.anchors[{settings['name']}]"
+    return located(settings, where, "/path/to/the/predictions.jsonl", environ)
