@@ -13,7 +13,7 @@ import pytest
 
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.stages.prepare_tabular import split_labels
-from synthdeid.tabular.source import check_source, read_source_table
+from synthdeid.tabular.source import chosen_source, read_source_table
 from synthdeid.tabular.spec import (
     MISSING,
     check_categories,
@@ -548,23 +548,27 @@ def test_read_sklearn():
     [
         {"path": "t.csv", "sklearn": "breast_cancer"},
         {},
-        {"file": "t.csv"},
-        "t.csv",
+        {"path": None, "sklearn": None},
     ],
 )
 def test_check_source_needs_exactly_one_key(source):
     with pytest.raises(ConfigError, match="exactly one of 'path'"):
-        check_source(source)
+        chosen_source(source)
+
+
+def test_check_source_is_a_mapping():
+    with pytest.raises(ConfigError, match="must be a mapping"):
+        chosen_source("t.csv")
 
 
 def test_check_source_unknown_key():
     with pytest.raises(ConfigError, match=r"unknown keys \['format'\]"):
-        check_source({"path": "t.csv", "format": "csv"})
+        chosen_source({"path": "t.csv", "format": "csv"})
 
 
 def test_check_source_unknown_sklearn_dataset():
     with pytest.raises(ConfigError) as caught:
-        check_source({"sklearn": "iris"})
+        chosen_source({"sklearn": "iris"})
     assert "'iris'" in str(caught.value)
     assert "breast_cancer" in str(caught.value)
 

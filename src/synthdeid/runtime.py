@@ -191,6 +191,18 @@ def resolve_precision(
     return ResolvedPrecision(requested, "fp32", f"no bf16 rule for {device.type} devices")
 
 
+SEED_MAX = 2**32 - 1
+"""The largest seed: every generator a stage seeds (NumPy's legacy one included) takes 0..2^32-1."""
+
+
+def check_seed(seed: object, where: str) -> int:
+    """``seed`` if it is an integer in 0..:data:`SEED_MAX`, else a ConfigError naming ``where``
+    (the config schema's ``seed`` bounds every seed key the same way)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise ConfigError(f"{where}: a seed must be an integer from 0 to {SEED_MAX}, got {seed!r}")
+    return seed
+
+
 def set_seed(seed: int) -> None:
     """Seed every random number generator a stage draws from: Python's, NumPy's and torch's."""
     import numpy as np

@@ -62,6 +62,7 @@ ensure_cli_on_path()
 # checked lazily: only the rules that need them refuse a missing corpus, key or synthesizer
 corpus_path = refusing(corpora.corpus_path)
 reader_files = refusing(corpora.reader_files)
+evaluation_reader_files = refusing(corpora.evaluation_reader_files)
 anchor_path = refusing(corpora.anchor_path)
 key_fingerprint = refusing(surrogate_key.key_fingerprint)
 verbalized_samples = refusing(tabular.verbalized_samples)
@@ -83,6 +84,8 @@ DPLM_MODELS = synthesis.dplm_models(DPLM)
 
 TABULAR = config["synth"]["tabular"]
 TABLE = TABLES.table
+# the source table: {path: ...} or {sklearn: ...}, a key a named config set to null dropped
+TABLE_SOURCE = refusing(tabular.table_source)(TABULAR)
 # every fitted synthesizer: its evaluate_tabular input name, synthesizer and budget
 TABULAR_RUNS = TABLES.tabular_runs
 

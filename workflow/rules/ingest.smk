@@ -37,7 +37,7 @@ rule ingest_corpus:
 # run's model de-identifies it whole (predict_ner_cross) and is scored on it.
 use rule ingest_corpus as ingest_eval_corpus with:
     input:
-        lambda w: reader_files(eval_corpus(w)),
+        lambda w: evaluation_reader_files(eval_corpus(w), config["corpus"]),
     output:
         notes="results/ingest_eval_corpus/{target}/notes.parquet",
         summary="results/ingest_eval_corpus/{target}/summary.json",

@@ -6,7 +6,7 @@ rule prepare_tabular:
             summary.json (records, splits, domains)
     """
     input:
-        unpack(lambda w: tabular.source_files(TABULAR["table"]["source"])),
+        unpack(lambda w: tabular.source_files(TABLE_SOURCE)),
         spec=TABULAR["table"]["spec"],
     output:
         prepared="results/prepare_tabular/{table}/prepared.parquet",
@@ -16,7 +16,7 @@ rule prepare_tabular:
     conda:
         "../../envs/cpu.yaml"
     params:
-        source=as_json(TABULAR["table"]["source"]),
+        source=as_json(TABLE_SOURCE),
         holdout=TABULAR["table"]["holdout_fraction"],
         seed=TABULAR["table"]["seed"],
     shell:

@@ -67,11 +67,16 @@ import pyarrow as pa
 from synthdeid.artifacts import read_parquet_with_provenance, require_columns, write_parquet_atomic
 from synthdeid.errors import ConfigError, InputError, StepError
 from synthdeid.notes import NOTES_SCHEMA, Note, iter_notes, notes_to_table, table_to_notes
+from synthdeid.runtime import check_seed
 from synthdeid.split import PARTS as SPLIT_PARTS
 
 log = logging.getLogger(__name__)
 
 REGIMES: tuple[str, ...] = ("augmentation", "fixed_n", "compute_matched")
+MAX_COMPUTE_BUDGET = 10**8
+"""The most examples (steps x batch_size) a compute_matched mixture draws: about four
+months of CPU training at ten examples a second, refused when the config is read."""
+DRAW_CHUNK = 1 << 20  # draws with replacement are counted this many at a time
 REAL_POOL = "real"
 TRAIN_SPLIT = "train"
 VALIDATION_SPLIT = "validation"
@@ -98,10 +103,6 @@ _REGIME_KEYS: dict[str, tuple[str, ...]] = {
 def round_half_up(value: float) -> int:
     """Round to the nearest integer, halves up (Python's ``round`` rounds to even)."""
     return math.floor(value + 0.5)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _check_fraction(key: str, value: object, *, upper_inclusive: bool) -> None:
@@ -164,8 +165,7 @@ class MixtureSpec:
         object.__setattr__(self, "real_parts", _check_real_parts(self.real_parts))
         if self.regime not in REGIMES:
             raise ConfigError(f"mixture.regime must be one of {REGIMES}, got {self.regime!r}")
-        if not _is_int(self.seed):
-            raise ConfigError(f"mixture.seed must be an integer, got {self.seed!r}")
+        check_seed(self.seed, "mixture.seed")
         _check_fraction("synthetic_fraction", self.synthetic_fraction, upper_inclusive=False)
         _check_fraction("validation_fraction", self.validation_fraction, upper_inclusive=False)
         if self.pii_fraction is not None:
@@ -195,6 +195,12 @@ class MixtureSpec:
         if self.regime == "compute_matched":
             _check_positive_int("steps", self.steps)
             _check_positive_int("batch_size", self.batch_size)
+            budget = compute_budget(self)
+            if budget > MAX_COMPUTE_BUDGET:
+                raise ConfigError(
+                    f"mixture (compute_matched): steps x batch_size = {budget:,} examples, more "
+                    f"than the {MAX_COMPUTE_BUDGET:,} a mixture may draw; lower steps or batch_size"
+                )
 
     @classmethod
     def from_mapping(cls, mapping: Mapping[str, Any]) -> MixtureSpec:
@@ -261,7 +267,10 @@ def draw_with_replacement(notes: Sequence[Note], k: int, seed: int, purpose: str
         return {}
     population = sorted(n.note_id for n in notes)
     rng = random.Random(f"{seed}:{purpose}")
-    return dict(Counter(rng.choices(population, k=k)))
+    counts: Counter[str] = Counter()
+    for start in range(0, k, DRAW_CHUNK):  # the same draws as one call, in bounded memory
+        counts.update(rng.choices(population, k=min(DRAW_CHUNK, k - start)))
+    return dict(counts)
 
 
 def allocate(total: int, sizes: Mapping[str, int]) -> dict[str, int]:

@@ -47,7 +47,13 @@ from synthdeid.ner.model import DeidTagger, NerSettings
 from synthdeid.ner.operating_point import OperatingPointRule, select_operating_point
 from synthdeid.ner.tagging import IGNORE_INDEX, Window, make_windows, tag_names
 from synthdeid.notes import Note, Span
-from synthdeid.runtime import pick_device, set_seed, set_threads, warn_if_bf16_emulated
+from synthdeid.runtime import (
+    check_seed,
+    pick_device,
+    set_seed,
+    set_threads,
+    warn_if_bf16_emulated,
+)
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +122,7 @@ class TrainingConfig:
                 raise ConfigError(f"ner.training.{name} must be at least 1")
         if self.max_steps is not None and self.max_steps < 1:
             raise ConfigError("ner.training.max_steps must be at least 1 (or null)")
+        check_seed(self.seed, "ner.training.seed")
         if self.checkpoint not in CHECKPOINT_RULES:
             raise ConfigError(
                 f"ner.training.checkpoint: {self.checkpoint!r} is not one of {CHECKPOINT_RULES}"

@@ -18,7 +18,7 @@ import pyarrow as pa
 from synthdeid.artifacts import make_provenance, write_json_atomic
 from synthdeid.cli_types import input_file, output_file
 from synthdeid.errors import ConfigError
-from synthdeid.tabular.source import describe_source, read_source_table
+from synthdeid.tabular.source import chosen_source, describe_source, read_source_table
 from synthdeid.tabular.spec import discretize, load_spec
 from synthdeid.tabular.tables import HOLDOUT, TRAIN, write_table
 
@@ -51,8 +51,9 @@ def split_labels(n: int, holdout_fraction: float, seed: int) -> list[str]:
 
 def run(args: argparse.Namespace) -> None:
     spec = load_spec(args.spec)
-    raw = read_source_table(args.source)
-    where = describe_source(args.source)
+    source = chosen_source(args.source)
+    raw = read_source_table(source)
+    where = describe_source(source)
     frame = discretize(raw, spec, where)
     frame.insert(0, "record_id", [f"{spec.record_id_prefix}-{i:06d}" for i in range(len(frame))])
     frame.insert(1, "split", split_labels(len(frame), args.holdout_fraction, args.seed))
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> None:
             "holdout_fraction": args.holdout_fraction,
             "seed": args.seed,
         },
-        {"spec": args.spec, **({"source": args.source["path"]} if "path" in args.source else {})},
+        {"spec": args.spec, **({"source": source["path"]} if "path" in source else {})},
     )
     write_table(frame, spec, args.out, provenance, {"split": pa.string()})
     counts = frame["split"].value_counts().to_dict()

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from synthdeid.artifacts import file_digest
 from synthdeid.errors import ConfigError
 from synthdeid.readers import get_reader
 
@@ -52,6 +53,32 @@ def reader_files(
             f"corpus {settings['name']!r}: no {settings['format']} corpus files found at {path}"
         )
     return [str(f) for f in files]
+
+
+def evaluation_reader_files(
+    settings: Mapping[str, Any],
+    corpus: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+) -> list[str]:
+    """The files of the evaluation corpus ``settings`` (:func:`reader_files`), refused when
+    they hold the same bytes as those of the main ``corpus``, whatever their paths: every
+    run would be scored "across corpora" on its own training notes."""
+    files = reader_files(settings, environ)
+    if same_contents(files, reader_files(corpus, environ)):
+        raise ConfigError(
+            f"evaluation.corpora[{settings['name']}]: its files hold the same bytes as those "
+            f"of the corpus {corpus['name']!r} (same SHA-256 digests), whose holdout is always "
+            "scored; an evaluation corpus must be another corpus"
+        )
+    return files
+
+
+def same_contents(first: Sequence[str], second: Sequence[str]) -> bool:
+    """Whether two lists of files hold the same bytes, file for file in some order (sizes
+    are compared first, so different corpora are told apart without reading them)."""
+    if sorted(os.path.getsize(f) for f in first) != sorted(os.path.getsize(f) for f in second):
+        return False
+    return sorted(map(file_digest, first)) == sorted(map(file_digest, second))
 
 
 def evaluation_corpora(entries: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from synthdeid.errors import ConfigError
+from synthdeid.tabular.source import chosen_source
 from synthdeid.tabular.synthesizers import DPGAN_ENV, SYNTHESIZERS
 from synthdeid.workflow.arguments import flags
 
@@ -87,9 +88,15 @@ def budget_arguments(run_budget: str, preprocessor_epsilon: float) -> str:
     )
 
 
+def table_source(tabular: Mapping[str, Any]) -> dict[str, Any]:
+    """synth.tabular.table.source with its null key dropped (:func:`chosen_source`)."""
+    return chosen_source(tabular["table"]["source"])
+
+
 def source_files(source: Mapping[str, Any]) -> dict[str, str]:
     """The source table file (nothing for a scikit-learn dataset), so a new file reruns."""
-    return {"source": source["path"]} if "path" in source else {}
+    chosen = chosen_source(source)
+    return {"source": chosen["path"]} if "path" in chosen else {}
 
 
 def verbalized_samples(tabular: Mapping[str, Any]) -> str:
