@@ -89,7 +89,8 @@ def run_ok(*argv: str) -> None:
 @pytest.fixture(scope="module")
 def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("dplm_cli")
-    p = {name: root / name for name in ("notes.parquet", "masked.parquet", "removed.parquet")}
+    p = {name: root / name for name in ("notes.parquet", "masked.parquet")}
+    p["removed.parquet"] = root / "local" / "removed.parquet"  # mask-seeds writes it there only
     write_notes(made_up_notes(), p["notes.parquet"])
     run_ok(
         "mask-seeds", "--notes", str(p["notes.parquet"]), "--out", str(p["masked.parquet"]),

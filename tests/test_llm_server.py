@@ -1,10 +1,11 @@
 """The local llama.cpp server (synthdeid.llm.server and ``synthdeid serve-llm``).
 
 Refusals, stale records and stopping run everywhere: stopping is tried on
-real stand-in processes whose command line names ``llama_cpp.server``. The
-tests that start the real server need ``llama-cpp-python[server]``
-(``scripts/setup-llm-server.sh``) and are skipped without it; those that load
-the bundled SmolLM2 are ``slow`` (about 10 s each to start).
+real stand-in ``python -m llama_cpp.server`` processes
+(:mod:`tests.serve_llm_helpers`). The tests that start the real server need
+``llama-cpp-python[server]`` (``scripts/setup-llm-server.sh``) and are skipped
+without it; those that load the bundled SmolLM2 are ``slow`` (about 10 s each
+to start). Hostile uses are in ``tests/test_reliability_serve_llm.py``.
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import requests
+from tests.serve_llm_helpers import fake_gguf, record, running, stand_in_server
 
 from synthdeid.cli import main
 from synthdeid.errors import ConfigError, InputError
@@ -29,7 +29,6 @@ from synthdeid.llm import ChatRequest, ChatResponse
 from synthdeid.llm.openai_http import OpenAICompatibleBackend
 from synthdeid.llm.server import (
     LOG_FILE,
-    SERVER_MODULE,
     STATE_FILE,
     ServerError,
     check_loopback,
@@ -54,67 +53,6 @@ needs_server = pytest.mark.skipif(
     not _server_installed(),
     reason="llama-cpp-python[server] is not installed: run scripts/setup-llm-server.sh",
 )
-
-
-def fake_gguf(path: Path) -> Path:
-    """A file that resolve_model takes for a GGUF model (magic bytes) but llama.cpp cannot load."""
-    path.write_bytes(b"GGUF" + bytes(60))
-    return path
-
-
-@contextmanager
-def stand_in_server(
-    *, ignore_term: bool = False, grandchild: bool = False
-) -> Iterator[tuple[subprocess.Popen[str], int]]:
-    """A real process in its own group whose command line names llama_cpp.server, as the server's.
-
-    Yields it once its signal handling is set up, with its grandchild's pid
-    (0 without one); both are killed afterwards if a test left them running.
-    """
-    code = [
-        "import signal, subprocess, sys, time",
-        "if sys.argv[1] == 'ignore': signal.signal(signal.SIGTERM, signal.SIG_IGN)",
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])"
-        " if sys.argv[2] == 'grandchild' else None",
-        "print(child.pid if child else 0, flush=True)",
-        "time.sleep(120)",
-    ]
-    argv = [
-        sys.executable,
-        "-c",
-        "\n".join(code),
-        "ignore" if ignore_term else "default",
-        "grandchild" if grandchild else "alone",
-        SERVER_MODULE,
-    ]
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, start_new_session=True)
-    assert process.stdout is not None
-    grandchild_pid = 0
-    try:
-        grandchild_pid = int(process.stdout.readline())
-        yield process, grandchild_pid
-    finally:
-        process.kill()
-        process.wait()
-        process.stdout.close()
-        if grandchild_pid and running(grandchild_pid):
-            os.kill(grandchild_pid, signal.SIGKILL)
-
-
-def record(state_dir: Path, pid: int) -> Path:
-    state_dir.mkdir(parents=True, exist_ok=True)
-    path = state_dir / STATE_FILE
-    path.write_text(json.dumps({"pid": pid, "url": "http://127.0.0.1:9/v1", "model": "m"}))
-    return path
-
-
-def running(pid: int) -> bool:
-    """Alive and not a zombie (an orphan's zombie may wait for a PID 1 that never reaps)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 # --- refusals before anything starts
@@ -183,8 +121,9 @@ def test_a_stale_record_is_removed_and_its_pid_left_alone(
 ) -> None:
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    for pid in (gone.pid, os.getpid()):  # gone, and alive but not a server (this test)
-        path = record(tmp_path, pid)
+    # gone, and alive but not a server (this test)
+    for pid, ticks in ((gone.pid, 1), (os.getpid(), None)):
+        path = record(tmp_path, pid, ticks=ticks)
         with caplog.at_level(logging.INFO, logger="synthdeid.llm.server"):
             assert stop_server(tmp_path) is False
         assert not path.exists()
@@ -198,14 +137,16 @@ def test_a_record_that_is_not_json_is_an_input_error_naming_it(tmp_path: Path) -
     with pytest.raises(InputError, match=rf"{STATE_FILE}: not a readable server record"):
         server_status(tmp_path)
     (tmp_path / STATE_FILE).write_text(json.dumps({"pid": "12", "url": 3}))
-    with pytest.raises(InputError, match="needs pid, url and model"):
+    with pytest.raises(InputError, match="needs pid, pid_start_ticks, url and model"):
         stop_server(tmp_path)
 
 
 def test_stop_terminates_the_whole_process_group(tmp_path: Path) -> None:
-    with stand_in_server(grandchild=True) as (server, grandchild):
+    with stand_in_server(tmp_path, grandchild=True) as (server, grandchild):
         path = record(tmp_path, server.pid)
-        assert server_status(tmp_path) is not None and is_server_process(server.pid)
+        handle = server_status(tmp_path)
+        assert handle is not None
+        assert is_server_process(server.pid, handle.start_ticks, tmp_path)
         assert stop_server(tmp_path) is True
         assert server.wait(timeout=5) == -signal.SIGTERM
         assert not path.exists()
@@ -216,7 +157,7 @@ def test_stop_terminates_the_whole_process_group(tmp_path: Path) -> None:
 
 
 def test_stop_kills_a_server_that_ignores_sigterm(tmp_path: Path) -> None:
-    with stand_in_server(ignore_term=True) as (server, _):
+    with stand_in_server(tmp_path, ignore_term=True) as (server, _):
         path = record(tmp_path, server.pid)
         started = time.monotonic()
         assert stop_server(tmp_path, grace_s=0.5) is True

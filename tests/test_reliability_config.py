@@ -25,8 +25,8 @@ from synthdeid.ner.training import TrainingConfig
 from synthdeid.notes import Note
 from synthdeid.runtime import SEED_MAX, check_seed
 from synthdeid.tabular.source import chosen_source
-from synthdeid.workflow.tabular import source_files
 from synthdeid.workflow.tables import Tables
+from synthdeid.workflow.tabular import source_files
 from test_config_checks import DEFAULT, SCHEMA, merged, refusal
 from workflow_helpers import copy_workflow, planned_jobs, snakemake
 

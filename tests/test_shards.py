@@ -183,7 +183,7 @@ def test_merge_summaries_applies_a_rule_after_the_other_keys() -> None:
 def test_agreed_keeps_a_setting_every_shard_writes_and_refuses_a_difference() -> None:
     shards = [{"seeds": 9, "requested": 4}, {"seeds": 9, "requested": 5}]
     assert merge_summaries(shards, rules={"seeds": agreed}) == {"seeds": 9, "requested": 9}
-    with pytest.raises(ConfigError, match=r"must agree: \[\{'size': 2\}, \{'size': 3\}\]"):
+    with pytest.raises(ConfigError, match=r"disagree at sample: every shard must write it alike$"):
         merge_summaries(
             [{"sample": {"size": 2}}, {"sample": {"size": 3}}], rules={"sample": agreed}
         )
@@ -234,7 +234,8 @@ def test_replace_surrogates_shards_gather_to_the_unsharded_bytes(
         )
         made_up.append(Note(f"n{i:03d}", f"p{i % 7}", text, spans, "synthetic-test"))
     write_notes(made_up, source)
-    outputs = ["notes.parquet", "offsets.parquet", "summary.json", "leftovers.json"]
+    # the local-only side outputs lie in a local/ folder, as replace-surrogates requires
+    outputs = ["notes.parquet", "local/offsets.parquet", "summary.json", "local/leftovers.json"]
 
     def command(folder: Path, shard: Shard | None) -> list[str]:
         def place(name: str) -> str:

@@ -52,7 +52,7 @@ def mask_args(notes: Path, out: Path) -> list[str]:
         "--out",
         str(out / "masked.parquet"),
         "--removed",
-        str(out / "removed.parquet"),
+        str(out / "local" / "removed.parquet"),
         "--summary",
         str(out / "summary.json"),
     ]

@@ -92,7 +92,7 @@ def answer_for(request_json) -> tuple[int, object, dict]:
 def seed_files(tmp_path):
     notes_path = tmp_path / "split" / "notes.parquet"
     write_notes(seed_notes(), notes_path)
-    masked, removed = tmp_path / "masked.parquet", tmp_path / "removed.parquet"
+    masked, removed = tmp_path / "masked.parquet", tmp_path / "local" / "removed.parquet"
     code = cli.main(
         [
             "mask-seeds",

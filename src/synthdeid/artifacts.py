@@ -35,12 +35,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import synthdeid
-from synthdeid.errors import InputError
+from synthdeid.errors import ConfigError, InputError, read_error_detail
 from synthdeid.termination import raise_if_stopped
 
 log = logging.getLogger(__name__)
 
 PROVENANCE_KEY = b"synthdeid.provenance"
+# which shard of which set a shard artifact is (synthdeid.shards); readers refuse one
+SHARD_KEY = b"synthdeid.shard"
 TEMP_MARKER = ".synthdeid-tmp-"
 MAX_LISTED_COLUMNS = 8  # missing columns named in an error, at most
 HOST_TAG = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:32] or "host"
@@ -83,15 +85,18 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     is left as it was (absent if it did not exist).
     """
     target = Path(path)
-    created = _make_parents(target)
+    created = make_parents(target)
     tmp: Path | None = None
     done = False
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=temporary_prefix(target), dir=target.parent)
-        os.close(fd)
         tmp = Path(tmp_name)
-        # mkstemp creates 0600; give the artifact the permissions of an ordinary file
-        tmp.chmod(0o666 & ~_umask())
+        try:
+            # mkstemp creates 0600; give the artifact the permissions of an ordinary file
+            # (through the descriptor: a link put in the temporary's place is not followed)
+            os.fchmod(fd, 0o666 & ~_umask())
+        finally:
+            os.close(fd)
         yield tmp
         raise_if_stopped()
         os.replace(tmp, target)
@@ -100,7 +105,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         if tmp is not None and not done:
             tmp.unlink(missing_ok=True)
         if not done:
-            _remove_empty(created)
+            remove_empty_folders(created)
 
 
 @contextmanager
@@ -112,7 +117,7 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     never appears.
     """
     target = Path(path)
-    created = _make_parents(target)
+    created = make_parents(target)
     staging: Path | None = None
     done = False
     try:
@@ -129,7 +134,7 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         if staging is not None and not done:
             shutil.rmtree(staging, ignore_errors=True)
         if not done:
-            _remove_empty(created)
+            remove_empty_folders(created)
 
 
 def _umask() -> int:
@@ -138,7 +143,7 @@ def _umask() -> int:
     return umask
 
 
-def _make_parents(target: Path) -> list[Path]:
+def make_parents(target: Path) -> list[Path]:
     """Create ``target``'s missing parent folders; returns them, deepest first."""
     missing = []
     parent = target.parent.absolute()
@@ -149,7 +154,7 @@ def _make_parents(target: Path) -> list[Path]:
     return missing
 
 
-def _remove_empty(folders: list[Path]) -> None:
+def remove_empty_folders(folders: list[Path]) -> None:
     """Remove the folders a failed write made (deepest first), where still empty."""
     for folder in folders:
         try:
@@ -201,26 +206,43 @@ def _temporaries_inside(folder: Path) -> list[Path]:
 @contextmanager
 def atomic_text(path: str | Path) -> Iterator[IO[str]]:
     """Open a text file for writing that appears at ``path`` only when complete."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="\n") as handle:
+    with (
+        atomic_path(path) as tmp,
+        open(tmp, "w", encoding="utf-8", newline="\n", opener=_open_no_follow) as handle,
+    ):
         yield handle
+
+
+def _open_no_follow(path: str, flags: int) -> int:
+    """``os.open`` that refuses (ELOOP) a symbolic link put in place of the temporary file."""
+    return os.open(path, flags | os.O_NOFOLLOW, 0o666)
 
 
 @contextmanager
 def reading_record(path: Path, what: str) -> Iterator[None]:
     """Read a JSON record inside this block: an unreadable file, bad JSON or a
-    missing or ill-typed field becomes an InputError naming ``path`` and ``what``."""
+    missing or ill-typed field becomes an InputError naming ``path`` and ``what``,
+    told by :func:`~synthdeid.errors.read_error_detail` (never the file's bytes).
+    An InputError or ConfigError raised inside passes as it is."""
     try:
         yield
+    except (InputError, ConfigError):
+        raise
     except OSError as exc:
         raise InputError(path, None, f"unreadable {what}: {exc}") from exc
     except (KeyError, TypeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        raise InputError(path, None, f"not a valid {what}: {exc!r}") from exc
+        raise InputError(path, None, f"not a valid {what}: {read_error_detail(exc)}") from None
 
 
 def write_json_atomic(obj: Any, path: str | Path) -> None:
     with atomic_text(path) as handle:
-        json.dump(obj, handle, indent=2, sort_keys=True, ensure_ascii=False)
-        handle.write("\n")
+        write_json(obj, handle)
+
+
+def write_json(obj: Any, handle: IO[str]) -> None:
+    """``obj`` as every JSON artifact is written: indented, keys sorted, UTF-8."""
+    json.dump(obj, handle, indent=2, sort_keys=True, ensure_ascii=False)
+    handle.write("\n")
 
 
 def write_parquet_atomic(
@@ -357,14 +379,39 @@ def iter_row_range(
             break
 
 
-def open_parquet(path: str | Path) -> pq.ParquetFile:
-    """Open a Parquet file for reading (whole or batch by batch), with clear errors."""
+def open_parquet(path: str | Path, *, shard_artifact: bool = False) -> pq.ParquetFile:
+    """Open a Parquet file for reading (whole or batch by batch), with clear errors.
+
+    A shard artifact (:data:`SHARD_KEY` in its metadata: some rows of a sharded
+    step's output) is refused, wherever it lies, unless ``shard_artifact``: only
+    the gather of shards, and a step reading back its own shard, read one.
+    """
     try:
-        return pq.ParquetFile(path)
+        source = pq.ParquetFile(path)
     except FileNotFoundError:
         raise InputError(path, None, "file not found") from None
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputError(path, None, f"not a readable Parquet file: {exc}") from exc
+    record = (source.schema_arrow.metadata or {}).get(SHARD_KEY)
+    if record is not None and not shard_artifact:
+        raise InputError(
+            path,
+            None,
+            f"a shard artifact{_shard_label(record)}, not a whole table",
+            "gather the shards with synthdeid gather-shards",
+        )
+    return source
+
+
+def _shard_label(record: bytes) -> str:
+    """`` (shard K-of-N)`` from a shard record, or nothing where the record does not say."""
+    try:
+        fields = json.loads(record)
+        index, count = fields["index"], fields["count"]
+    except (ValueError, TypeError, KeyError):
+        return ""
+    numbers = isinstance(index, int) and isinstance(count, int)
+    return f" (shard {index}-of-{count})" if numbers else ""
 
 
 def read_parquet_with_provenance(path: str | Path) -> tuple[pa.Table, dict[str, Any]]:

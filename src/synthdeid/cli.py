@@ -82,6 +82,10 @@ STAGES: dict[str, Stage] = {
             "Mask seed notes: PHI spans become typed, numbered placeholders ([[DOCTOR_1]]).",
         ),
         Stage(
+            "new-key",
+            "Make a new surrogate key file: 32 random bytes as hex, readable by its owner only.",
+        ),
+        Stage(
             "replace-surrogates",
             "Replace the labelled PHI of a notes table by keyed, consistent surrogates.",
         ),

@@ -5,8 +5,9 @@ knows which arguments a stage reads and which it writes. With that it refuses
 two arguments that name the same file before the stage runs (an output that
 would overwrite an input or another output), and removes stale temporary
 files of the outputs. The types also check what can be checked before any
-work: a folder where a file is expected (and the reverse), an output under a
-file, a count that must be positive.
+work: a folder where a file is expected (and the reverse), an input that is
+not a regular file or folder (a FIFO or a device would block a stage or
+never end), an output under a file, a count that must be positive.
 
 This module imports nothing heavy: ``synthdeid --help`` and every stage's
 argument parser use it.
@@ -15,6 +16,7 @@ argument parser use it.
 from __future__ import annotations
 
 import argparse
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
@@ -40,8 +42,9 @@ class OutputPath(_ConcretePath):  # type: ignore[valid-type,misc]
 class PathArgument:
     """An argparse ``type`` for a path argument: checks the path, marks its role.
 
-    An input that exists must be of the expected kind; one that does not is
-    left to the stage, which says what it expected there. An output must not
+    An input that exists must be of the expected kind, and a regular file or
+    a folder (:func:`special_file_kind`); one that does not is left to the
+    stage, which says what it expected there. An output must not
     be a folder where a file is written (or the reverse) and must not lie under
     a file. With ``empty_is_none`` an empty value means "not given" (rules pass
     ``--key-file=`` when there is no key file).
@@ -63,6 +66,13 @@ class PathArgument:
         path: InputPath | OutputPath = (
             InputPath(value) if self.role == "input" else OutputPath(value)
         )
+        if self.role == "input":
+            special = special_file_kind(path)
+            if special is not None:
+                raise argparse.ArgumentTypeError(
+                    f"{value} is not a regular file ({special}): reading it could block or "
+                    "never end; give a file or folder"
+                )
         if self.kind == "file" and path.is_dir():
             raise argparse.ArgumentTypeError(f"{value} is a folder; expected a file")
         if self.kind == "directory" and path.exists() and not path.is_dir():
@@ -74,6 +84,30 @@ class PathArgument:
                     f"{value} cannot be written: {blocking} is a file, not a folder"
                 )
         return path
+
+
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def special_file_kind(path: Path) -> str | None:
+    """What ``path`` is when it exists and is neither a regular file nor a folder
+    (``"a FIFO"``, ``"a character device"``, ...), following symlinks; None otherwise.
+
+    Reading such an input blocks (a FIFO without a writer) or never ends
+    (``/dev/zero``), so stages refuse them before they open anything.
+    """
+    try:
+        mode = path.stat().st_mode
+    except (OSError, ValueError):  # missing, unreadable folder, or a name the system refuses
+        return None
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return next((what for test, what in _SPECIAL_KINDS if test(mode)), "not a file or folder")
 
 
 def _file_above(path: Path) -> Path | None:

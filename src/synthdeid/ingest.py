@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import files_digest
+from synthdeid.cli_types import special_file_kind
+from synthdeid.errors import InputError
 from synthdeid.labels import LabelMap
 from synthdeid.notes import Note, require_notes
 from synthdeid.readers import CorpusReader, ReaderOptions, get_reader
@@ -60,7 +62,11 @@ class CorpusRead:
 
 
 def open_corpus(path: Path, settings: IngestSettings) -> CorpusRead:
-    """Start reading a corpus (see :meth:`CorpusReader.notes`); InputError on bad input."""
+    """Start reading a corpus (see :meth:`CorpusReader.notes`); InputError on bad input.
+
+    The corpus and every file of it the reader would read must be regular
+    files (or folders): a FIFO or a device is refused before anything is read.
+    """
     reader = get_reader(settings.format)(
         ReaderOptions(
             label_map=settings.label_map,
@@ -70,6 +76,7 @@ def open_corpus(path: Path, settings: IngestSettings) -> CorpusRead:
             overlaps=settings.overlaps,
         )
     )
+    refuse_special_files([path, *reader.input_files(path)])
     notes = reader.notes(path)  # a missing input is refused here, before the digest
     files = reader.input_files(path)
     return CorpusRead(
@@ -79,6 +86,20 @@ def open_corpus(path: Path, settings: IngestSettings) -> CorpusRead:
         notes=notes,
         corpus_digest=files_digest(files, path if path.is_dir() else path.parent),
     )
+
+
+def refuse_special_files(paths: Iterable[Path]) -> None:
+    """InputError for the first of ``paths`` that exists and is neither a regular file nor a
+    folder (reading it could block, or never end)."""
+    for path in paths:
+        special = special_file_kind(path)
+        if special is not None:
+            raise InputError(
+                path,
+                None,
+                f"not a regular file ({special}): reading it could block or never end",
+                "give the corpus as regular files",
+            )
 
 
 def ingest_corpus(path: Path, settings: IngestSettings) -> IngestResult:

@@ -6,19 +6,27 @@ placeholder. With ``propagate`` on, further whole-word mentions of a gold
 surface that the annotators did not mark are masked too (with the same
 placeholder), so the masked text contains none of the note's gold surfaces.
 The removed values go to a separate, local-only artifact; only masked text
-may ever leave the machine.
+may ever leave the machine. That artifact records, in its provenance, the
+digest of the masked notes it was written with (:func:`bind_removed_values`),
+so a step that reads both refuses a removed-values table of another corpus or
+run (:func:`check_removed_values`): the request guard must search the surfaces
+of the very notes it screens.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
+from synthdeid.artifacts import PROVENANCE_KEY, file_digest, open_parquet
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.labels import coarse_view
 from synthdeid.mentions import MentionFinder
@@ -159,6 +167,47 @@ def mask_note(
 def removed_table(removed: Iterable[RemovedValue]) -> pa.Table:
     rows = [asdict(r) for r in removed]
     return pa.Table.from_pylist(rows, schema=REMOVED_SCHEMA)
+
+
+# the removed-values table's provenance entry for the masked notes written with it
+MASKED_NOTES_KEY = "masked_notes"
+
+
+def bind_removed_values(provenance: Mapping[str, Any], masked: str | Path) -> dict[str, Any]:
+    """``provenance`` for the removed-values table, with the path and digest of the masked
+    notes file ``masked`` written with it (write that file first)."""
+    record = {"path": str(masked), "digest": file_digest(masked)}
+    return {**provenance, MASKED_NOTES_KEY: record}
+
+
+def check_removed_values(removed: str | Path, masked: str | Path) -> None:
+    """InputError unless the removed-values table ``removed`` was written with the masked
+    notes ``masked`` (the digest it records is the file's: a byte-identical rerun pairs).
+
+    Only the table's metadata is read; the message names both files, never a value.
+    """
+    metadata = open_parquet(removed).schema_arrow.metadata or {}
+    try:
+        provenance = json.loads(metadata.get(PROVENANCE_KEY, b"{}"))
+        recorded = provenance.get(MASKED_NOTES_KEY) if isinstance(provenance, dict) else None
+    except ValueError:  # provenance that is not JSON records nothing
+        recorded = None
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("digest"), str):
+        raise InputError(
+            removed,
+            None,
+            "records no masked notes it was written with, so it cannot be checked against "
+            f"{masked}",
+            "give the removed values mask-seeds wrote with these masked notes (rerun it)",
+        )
+    if recorded["digest"] != file_digest(masked):
+        raise InputError(
+            removed,
+            None,
+            f"was written with other masked notes than {masked} (another corpus or "
+            "mask-seeds run), so its surfaces are not those of these notes",
+            "give the --removed table of the mask-seeds run that wrote --masked",
+        )
 
 
 def resolve_view(label_view: str, coarse: Mapping[str, str] | None) -> dict[str, str] | None:

@@ -186,7 +186,8 @@ rule verbalize_tabular:
     """Synthetic rows into reports with PHI placeholders, filled locally into a notes pool.
 
     Expert rules, then the LLM backend (or, with backend none, a seeded
-    grammar, said in the log, the reports table and the pool's source);
+    grammar, said in the log, the reports table and the pool's source;
+    trusted hosts only, a non-DP synthesizer's rows kept on this machine);
     the template validator's checks; local fill at exact offsets.
     output: reports.parquet, pii.parquet / no_pii.parquet (canonical notes,
             split "synthetic"), removals.parquet, summary.json
@@ -224,7 +225,8 @@ rule verbalize_tabular:
 rule check_faithfulness:
     """Per-variable and document-level faithfulness of the reports (Lorenzo et al. 2026, Tables 2, 3).
 
-    Rule-based checker from the variable spec, or an LLM judge; the
+    Rule-based checker from the variable spec, or an LLM judge (within the
+    endpoint policy: trusted hosts, non-DP rows kept on this machine); the
     row/report pairs with the unfaithful variables dropped (Lorenzo et al. 2026, sec. 4).
     """
     input:
@@ -256,10 +258,11 @@ rule check_faithfulness:
         "../../envs/cpu.yaml"
     params:
         judge=as_json(TABULAR["faithfulness"]["judge"]),
+        policy=as_json(tabular.judge_policy(TABULAR["faithfulness"])),
         cache=LLM_CACHE_DIR,
         out_dir=folder_of("json"),
     shell:
         "synthdeid --log {log:q} check-faithfulness --reports {input.reports:q}"
-        " --spec {input.spec:q} --judge-backend {params.judge:q}"
+        " --spec {input.spec:q} --judge-backend {params.judge:q} --judge-policy {params.policy:q}"
         " --judge-prompt {input.prompt:q} --cache-dir {params.cache:q}"
         " --out-dir {params.out_dir:q} --no-progress"

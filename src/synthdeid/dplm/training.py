@@ -50,7 +50,7 @@ from synthdeid.dplm.privacy import (
     plan_privacy,
     privacy_record,
 )
-from synthdeid.errors import ConfigError, InputError
+from synthdeid.errors import ConfigError, InputError, read_error_detail
 from synthdeid.settings import settings_from_mapping
 
 log = logging.getLogger(__name__)
@@ -474,9 +474,10 @@ def _logical_step(
 def read_lm_settings(directory: Path) -> dict[str, Any]:
     path = directory / LM_SETTINGS_FILE
     try:
-        settings = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(path, None, f"not a train-dp-lm model directory: {exc}") from exc
+        settings = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # undecodable bytes and bad JSON are ValueErrors
+        detail = read_error_detail(exc)
+        raise InputError(path, None, f"not a train-dp-lm model directory: {detail}") from None
     if not isinstance(settings, dict):
         raise InputError(path, None, "not a train-dp-lm model directory: not a JSON object")
     return settings

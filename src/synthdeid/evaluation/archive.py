@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.artifacts import atomic_directory, write_json_atomic, write_parquet_atomic
-from synthdeid.errors import InputError
+from synthdeid.errors import InputError, read_error_detail
 from synthdeid.evaluation.metrics import CountTable
 from synthdeid.evaluation.report import PER_DOCUMENT, per_document_table, read_per_document
 from synthdeid.hashset import hash64
@@ -81,8 +81,8 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     """A JSON object from ``path``; an unreadable file or another JSON value is an InputError."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(path, None, f"cannot read the {what}: {exc}") from None
+    except (OSError, ValueError) as exc:  # undecodable bytes and bad JSON are ValueErrors
+        raise InputError(path, None, f"cannot read the {what}: {read_error_detail(exc)}") from None
     if not isinstance(document, dict):
         raise InputError(path, None, f"the {what} is not a JSON object")
     return document
@@ -223,11 +223,8 @@ def write_archived_run(
 
 
 def _read_record(path: Path) -> dict[str, Any]:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(path, None, f"cannot read the archived run record: {exc}") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
+    record = read_json(path, "archived run record")
+    if record.get("format") != FORMAT:
         raise InputError(
             path, None, f"not an archived run record (format {FORMAT!r})", "write it by archive-run"
         )

@@ -6,17 +6,32 @@ server; this module starts ``python -m llama_cpp.server`` (the package
 a GGUF model that :func:`~synthdeid.llm.models.resolve_model` names, and stops
 it again. The server:
 
-* binds a loopback address only (127.0.0.0/8, ::1 or ``localhost``): prompts
-  carry masked notes and must not be reachable from other machines;
-* runs detached in its own process group and session, so it outlives the
+* binds a plain loopback address only (127.0.0.0/8, ::1 without a zone, or
+  ``localhost``): prompts carry masked notes and must not be reachable from
+  other machines;
+* is ready only when ``GET /v1/models`` answers and the port is held by the
+  process the start made (its listening socket, read from ``/proc``): a port
+  another process listens on is refused before the start, and one taken
+  while the server loads fails the start instead of naming that process;
+* runs detached in its own session and process group, so it outlives the
   ``synthdeid serve-llm start`` command that started it, and a stop reaches
   every process it made;
 * writes its output to ``<state_dir>/server.log`` (local only: it is never
   copied into results, and this module never quotes it in errors or logs);
-* is recorded in ``<state_dir>/server.json`` (pid, URL, model alias, start
-  time), written atomically, which :func:`stop_server` and
-  :func:`server_status` read. A record whose process no longer runs the
-  server (it died, or its pid was reused) is stale and removed.
+* is recorded in ``<state_dir>/server.json`` (pid, the pid's start time,
+  URL, model alias, start date), written atomically, which
+  :func:`stop_server` and :func:`server_status` read.
+
+A record names the server only while its pid is alive, started at the
+recorded time (so it is not a reused pid), runs ``python -m
+llama_cpp.server`` and works in the record's state folder (where a start
+runs it); otherwise it is stale and removed, and nothing is signalled. A
+stop signals the whole process group only when the server still leads the
+session and group its start made, else the server alone. A record whose URL
+is not the loopback API root a start writes is refused. The state files are
+never followed through a symbolic link: a linked (or otherwise not plain)
+``server.json`` or ``server.log`` is refused, the log is created anew, and
+the record's temporary file is opened without following links.
 
 The child gets a small allowlisted environment: llama.cpp's server settings
 are pydantic settings, which read variables such as ``HOST``, ``PORT``,
@@ -28,6 +43,7 @@ Process checks read ``/proc``, so this module works on Linux only.
 
 from __future__ import annotations
 
+import errno
 import importlib.util
 import ipaddress
 import json
@@ -35,19 +51,21 @@ import logging
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 
-from synthdeid.artifacts import write_json_atomic
+from synthdeid.artifacts import make_parents, remove_empty_folders, write_json_atomic
 from synthdeid.errors import ConfigError, InputError, StepError
 from synthdeid.llm.models import resolve_model
 
@@ -82,6 +100,7 @@ CHILD_ENVIRONMENT = (
 )
 STOP_GRACE_S = 10.0
 _POLL_S = 0.25
+_TCP_LISTEN = "0A"  # the LISTEN state in /proc/<pid>/net/tcp
 # servers this process started, by pid: polled to reap them when they exit
 _STARTED: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -99,6 +118,7 @@ class ServerHandle:
     model: str  # the alias to send as "model" in requests
     log_path: Path
     state_dir: Path
+    start_ticks: int  # when the pid started (clock ticks after boot): tells a reused pid
 
 
 def require_server_packages() -> None:
@@ -116,10 +136,11 @@ def require_server_packages() -> None:
 
 
 def check_loopback(host: str) -> str:
-    """The address to bind for ``host``: a loopback address as is, ``localhost`` as 127.0.0.1.
+    """The address to bind for ``host``: a loopback address in its plain form, ``localhost`` as 127.0.0.1.
 
-    Anything else is a ConfigError. ``localhost`` is pinned to IPv4 so that the
-    port probed free and the address the server binds are the same.
+    Anything else is a ConfigError, an IPv6 address with a zone (``::1%lo``)
+    included. ``localhost`` is pinned to IPv4 so that the port probed free and
+    the address the server binds are the same.
     """
     if host == "localhost":
         return "127.0.0.1"
@@ -127,11 +148,12 @@ def check_loopback(host: str) -> str:
         address = ipaddress.ip_address(host)
     except ValueError:
         address = None
-    if address is None or not address.is_loopback:
+    if address is None or not address.is_loopback or getattr(address, "scope_id", None):
         raise ConfigError(
-            f"the LLM server binds loopback only (127.0.0.0/8, ::1 or localhost), not {host!r}"
+            "the LLM server binds loopback only (127.0.0.0/8, ::1 without a zone, or localhost), "
+            f"not {host!r}"
         )
-    return host
+    return str(address)
 
 
 def start_server(
@@ -147,10 +169,14 @@ def start_server(
     """Start the server on ``model`` and return once ``GET /v1/models`` answers 200.
 
     ``model`` is anything :func:`~synthdeid.llm.models.resolve_model` takes,
-    or a :class:`~pathlib.Path` to a GGUF file. ``port`` 0 picks a free port.
-    A server already recorded in ``state_dir`` is refused (stop it first). A
-    server that dies or is not ready within ``timeout_s`` is killed and its
-    record removed, and the error names the log file to read.
+    or a :class:`~pathlib.Path` to a GGUF file. ``port`` 0 picks a free port;
+    a given port another process listens on is refused. A server already
+    recorded in ``state_dir`` is refused (stop it first), and so is a state
+    file that is a symbolic link. Everything is checked before the state
+    folder is made. A server that dies, or is not ready within ``timeout_s``,
+    or whose port answers from another process, is killed and its record
+    removed (its log too when empty, and the folders the start made when
+    then empty), and the error names the log file to read.
     """
     host = check_loopback(host)
     ref = resolve_model(str(model) if isinstance(model, Path) else model)
@@ -160,22 +186,22 @@ def start_server(
             f"model {ref.name!r} is a {ref.kind} model; the llama.cpp server needs a GGUF file "
             "(bundled:<name> or a path to a .gguf file)"
         )
-    require_server_packages()
     if port < 0 or port > 65535 or threads < 1 or n_ctx < 1 or timeout_s <= 0:
         raise ConfigError(
             f"server settings out of range: port {port} (0-65535), threads {threads} (>= 1), "
             f"context {n_ctx} (>= 1), timeout {timeout_s} s (> 0)"
         )
     state_dir = Path(state_dir)
-    state_dir.mkdir(parents=True, exist_ok=True)
+    _check_state_file(state_dir / LOG_FILE)  # and server_status checks the record
     running = server_status(state_dir)
     if running is not None:
         raise ConfigError(
             f"{state_dir}: a server already runs there (pid {running.pid}, {running.base_url}); "
             f"stop it first with `synthdeid serve-llm stop --state-dir {state_dir}`"
         )
-    port = port or free_port(host)
-    base_url = f"http://{_url_host(host)}:{port}/v1"
+    port = free_port(host, port)
+    require_server_packages()
+    base_url = _base_url(host, port)
     command = [
         sys.executable,
         "-m",
@@ -199,26 +225,36 @@ def start_server(
     ]
     log_path = state_dir / LOG_FILE
     started = time.monotonic()
-    with open(log_path, "wb") as log_file:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            cwd=state_dir,
-            env=_child_environment(os.environ),
-            start_new_session=True,  # own session and process group: detached, stoppable as one
-        )
-    _STARTED[process.pid] = process
-    handle = ServerHandle(process.pid, base_url, ref.name, log_path, state_dir)
+    created = make_parents(log_path)
+    process: subprocess.Popen[bytes] | None = None
     try:
+        log_fd = _create_log(log_path)
+        try:
+            process = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log_fd,
+                stderr=subprocess.STDOUT,
+                cwd=state_dir,
+                env=_child_environment(os.environ),
+                start_new_session=True,  # own session and process group: detached, stoppable
+            )
+        finally:
+            os.close(log_fd)
+        _STARTED[process.pid] = process
+        ticks = _start_ticks(process.pid)
+        if ticks is None:
+            raise ServerError(f"the LLM server exited at once; {_see_log(log_path)}")
+        handle = ServerHandle(process.pid, base_url, ref.name, log_path, state_dir, ticks)
         _write_state(handle)
         _wait_until_ready(process, handle, timeout_s)
     except BaseException:  # a failed start, also Ctrl-C or SIGTERM: leave nothing running
-        _kill_group(process.pid, signal.SIGKILL)
-        process.wait()
-        _STARTED.pop(process.pid, None)
+        if process is not None:
+            _kill_started(process)
         (state_dir / STATE_FILE).unlink(missing_ok=True)
+        if not _log_written(log_path):
+            log_path.unlink(missing_ok=True)
+        remove_empty_folders(created)
         raise
     log.info(
         "LLM server ready in %.1f s: pid %d, %s, model %s (%s), log %s",
@@ -235,18 +271,21 @@ def start_server(
 def stop_server(state_dir: Path, *, grace_s: float = STOP_GRACE_S) -> bool:
     """Stop the server recorded in ``state_dir``; False when none was running.
 
-    SIGTERM goes to the server's process group, SIGKILL after ``grace_s``
-    seconds if it is still there. The record is removed either way; a stale
-    one (its pid no longer runs the server) is removed with a log line.
+    SIGTERM goes to the server's process group (to the server alone when it
+    no longer leads the session its start made), SIGKILL after ``grace_s``
+    seconds if it is still there; each is sent only after checking that the
+    pid is still the recorded server. The record is removed either way; a
+    stale one (its pid no longer runs this folder's server) is removed with a
+    log line, and nothing is signalled.
     """
     handle = server_status(state_dir)
     if handle is None:
         return False
-    _kill_group(handle.pid, signal.SIGTERM)
-    if not _wait_for_exit(handle.pid, grace_s):
+    _signal_server(handle, signal.SIGTERM)
+    if not _wait_for_exit(handle, grace_s):
         log.warning("LLM server pid %d did not stop within %.0f s; killing it", handle.pid, grace_s)
-        _kill_group(handle.pid, signal.SIGKILL)
-        if not _wait_for_exit(handle.pid, 5.0):
+        _signal_server(handle, signal.SIGKILL)
+        if not _wait_for_exit(handle, 5.0):
             raise ServerError(
                 f"LLM server pid {handle.pid} survived SIGKILL; see {handle.log_path}"
             )
@@ -256,18 +295,31 @@ def stop_server(state_dir: Path, *, grace_s: float = STOP_GRACE_S) -> bool:
 
 
 def server_status(state_dir: Path) -> ServerHandle | None:
-    """The server recorded in ``state_dir`` if it still runs, else None (stale record removed)."""
+    """The server recorded in ``state_dir`` if it still runs, else None (stale record removed).
+
+    A record that is not a plain file, or whose URL is not the loopback API
+    root a start writes, is an InputError; see the module docstring for when
+    a record is stale.
+    """
     state_dir = Path(state_dir)
     state_path = state_dir / STATE_FILE
     state = _read_state(state_path)
     if state is None:
         return None
     pid = state["pid"]
-    if not is_server_process(pid):
+    handle = ServerHandle(
+        pid, state["url"], state["model"], state_dir / LOG_FILE, state_dir, state["pid_start_ticks"]
+    )
+    if not is_server_process(pid, handle.start_ticks, state_dir):
         state_path.unlink(missing_ok=True)
-        log.info("removed stale %s: pid %d no longer runs %s", state_path, pid, SERVER_MODULE)
+        log.info(
+            "removed stale %s: pid %d no longer runs %s started from this folder",
+            state_path,
+            pid,
+            SERVER_MODULE,
+        )
         return None
-    return ServerHandle(pid, state["url"], state["model"], state_dir / LOG_FILE, state_dir)
+    return handle
 
 
 @contextmanager
@@ -280,19 +332,35 @@ def running_server(model: object, *, state_dir: Path, **settings: Any) -> Iterat
         stop_server(handle.state_dir)
 
 
-def free_port(host: str) -> int:
-    """A TCP port that is free on ``host`` now (another process may take it before the server)."""
+def free_port(host: str, port: int = 0) -> int:
+    """``port`` if it is free on ``host`` now, else a ConfigError; with 0, a free port.
+
+    Probed as the server binds (``SO_REUSEADDR``: a port a closed connection
+    still waits on counts as free). Another process may take the port before
+    the server binds it; the start then fails (see :func:`start_server`).
+    """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            problem = "is in use" if exc.errno == errno.EADDRINUSE else "cannot be bound"
+            raise ConfigError(
+                f"port {port} on {host} {problem} ({exc.strerror}); "
+                "choose another --port, or 0 for a free one"
+            ) from None
         return int(probe.getsockname()[1])
 
 
-def is_server_process(pid: int) -> bool:
-    """Whether ``pid`` is a live (not zombie) process running ``python -m llama_cpp.server``.
+def is_server_process(pid: int, start_ticks: int, state_dir: Path) -> bool:
+    """Whether ``pid`` is still the server a start from ``state_dir`` made.
 
-    A server this process started is polled (and so reaped once it exits:
-    a stopped server does not linger as a zombie of a long-lived caller).
+    That is: alive (not a zombie), started at ``start_ticks`` (so not a reused
+    pid), running ``<python> -m llama_cpp.server`` (not merely naming it) and
+    working in ``state_dir`` (a server of another state folder works in its
+    own). A server this process started is polled (and so reaped once it
+    exits: a stopped server does not linger as a zombie of a long-lived caller).
     """
     child = _STARTED.get(pid)
     if child is not None and child.poll() is not None:
@@ -301,15 +369,88 @@ def is_server_process(pid: int) -> bool:
     proc = Path("/proc") / str(pid)
     try:
         cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        stat = (proc / "stat").read_text(encoding="ascii", errors="replace")
+        fields = _stat_fields(pid)
+        in_state_dir = os.path.samefile(proc / "cwd", state_dir)
     except OSError:  # gone, or not ours to read
         return False
-    state = stat.rpartition(")")[2].split()[:1]
-    return state != ["Z"] and SERVER_MODULE.encode() in cmdline
+    return (
+        fields[0] != "Z"
+        and int(fields[19]) == start_ticks
+        and cmdline[1:3] == [b"-m", SERVER_MODULE.encode()]
+        and in_state_dir
+    )
 
 
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds a listening TCP socket on ``port`` (any address).
+
+    Matches the socket inodes among its open files (``/proc/<pid>/fd``) with
+    the listening sockets of its network namespace (``/proc/<pid>/net/tcp``
+    and ``tcp6``); False when they cannot be read.
+    """
+    proc = Path("/proc") / str(pid)
+    try:
+        descriptors = os.listdir(proc / "fd")
+    except OSError:
+        return False
+    sockets = set()
+    for descriptor in descriptors:
+        try:
+            target = os.readlink(proc / "fd" / descriptor)
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            sockets.add(target[len("socket:[") : -1])
+    for table in ("tcp", "tcp6"):
+        try:
+            rows = (proc / "net" / table).read_text(encoding="ascii").splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            # sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+            fields = row.split()
+            if (
+                len(fields) > 9
+                and fields[3] == _TCP_LISTEN
+                and fields[9] in sockets
+                and int(fields[1].rpartition(":")[2], 16) == port
+            ):
+                return True
+    return False
+
+
+def _stat_fields(pid: int) -> list[str]:
+    """``/proc/<pid>/stat`` after the command name: [0] the state (field 3), [19] the start time (field 22)."""
+    stat_line = (Path("/proc") / str(pid) / "stat").read_text(encoding="ascii", errors="replace")
+    return stat_line.rpartition(")")[2].split()
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks after boot; None when it is gone."""
+    try:
+        return int(_stat_fields(pid)[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _base_url(host: str, port: int) -> str:
+    """The API root a start records for the bound ``host`` and ``port``."""
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/v1"
+
+
+def _is_loopback_api_root(url: str) -> bool:
+    """Whether ``url`` is an API root a start writes: ``http://<plain loopback address>:<port>/v1``."""
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+        return (
+            host is not None
+            and port is not None
+            and check_loopback(host) == host
+            and _base_url(host, port) == url
+        )
+    except ValueError:  # a malformed URL, or a host that is not loopback (ConfigError)
+        return False
 
 
 def _child_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -319,6 +460,7 @@ def _child_environment(environ: Mapping[str, str]) -> dict[str, str]:
 def _write_state(handle: ServerHandle) -> None:
     state = {
         "pid": handle.pid,
+        "pid_start_ticks": handle.start_ticks,
         "url": handle.base_url,
         "model": handle.model,
         "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -328,8 +470,14 @@ def _write_state(handle: ServerHandle) -> None:
 
 
 def _read_state(path: Path) -> dict[str, Any] | None:
+    if not _check_state_file(path):
+        return None
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
+        # no-follow: a link put in its place after the check is refused (ELOOP), not read;
+        # non-blocking: a FIFO there does not hang the read
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as record_file:
+            state = json.loads(record_file.read().decode("utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -340,19 +488,76 @@ def _read_state(path: Path) -> dict[str, Any] | None:
         isinstance(state, dict)
         and isinstance(state.get("pid"), int)
         and state["pid"] > 0
+        and isinstance(state.get("pid_start_ticks"), int)
         and isinstance(state.get("url"), str)
         and isinstance(state.get("model"), str)
     ):
-        raise InputError(path, None, "a server record needs pid, url and model", _STATE_HINT)
+        raise InputError(
+            path, None, "a server record needs pid, pid_start_ticks, url and model", _STATE_HINT
+        )
+    if not _is_loopback_api_root(state["url"]):
+        raise InputError(
+            path,
+            None,
+            "its url is not the loopback API root a start records (http://<loopback>:<port>/v1)",
+            _STATE_HINT,
+        )
     return state
 
 
 _STATE_HINT = "remove it if no server runs from this folder"
 
 
+def _check_state_file(path: Path) -> bool:
+    """Whether state file ``path`` exists; an InputError when it is a link or not a plain file."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(mode):
+        problem = "is a symbolic link"
+    elif not stat.S_ISREG(mode):
+        problem = "is not a regular file"
+    else:
+        return True
+    raise InputError(
+        path, None, f"{problem}; the server's state files must be plain files", "remove it"
+    )
+
+
+def _see_log(path: Path) -> str:
+    """Where to read why a start failed: its log, or that it wrote none (an empty one is removed)."""
+    return f"see {path}" if _log_written(path) else f"it wrote nothing to {path.name}"
+
+
+def _log_written(path: Path) -> bool:
+    """Whether the server wrote to its log at ``path`` (a plain file, not empty)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size > 0
+
+
+def _create_log(path: Path) -> int:
+    """A new, empty log file at ``path``, open for writing; the old log (a plain file) is removed.
+
+    Created exclusively and without following links, so a link or a file put
+    in its place meanwhile is refused rather than written through.
+    """
+    path.unlink(missing_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
+
+
 def _wait_until_ready(
     process: subprocess.Popen[bytes], handle: ServerHandle, timeout_s: float
 ) -> None:
+    """Return once the server answers ``GET /v1/models`` with 200 from a port it holds itself.
+
+    Anything that answers while the port is not the child's is another
+    process: a ServerError at once, rather than a start that names it.
+    """
+    port = urlsplit(handle.base_url).port
     deadline = time.monotonic() + timeout_s
     with requests.Session() as http:
         http.trust_env = False  # loopback: never through a proxy from the environment
@@ -361,25 +566,40 @@ def _wait_until_ready(
             if code is not None:
                 raise ServerError(
                     f"the LLM server exited with status {code} before it was ready; "
-                    f"see {handle.log_path}"
+                    f"{_see_log(handle.log_path)}"
                 )
             try:
-                if http.get(f"{handle.base_url}/models", timeout=2).status_code == 200:
-                    return
+                status: int | None = http.get(f"{handle.base_url}/models", timeout=2).status_code
             except requests.RequestException:
-                pass  # not listening yet
+                status = None  # not listening yet
+            if status is not None:
+                if port is None or not listens_on(process.pid, port):
+                    raise ServerError(
+                        f"port {port} on loopback answers, but not from the LLM server this "
+                        f"start made: another process listens there; {_see_log(handle.log_path)}"
+                    )
+                if status == 200:
+                    return
             if time.monotonic() >= deadline:
                 raise ServerError(
                     f"the LLM server was not ready within {timeout_s:.0f} s and was killed; "
-                    f"see {handle.log_path}"
+                    f"{_see_log(handle.log_path)}"
                 )
             time.sleep(_POLL_S)
 
 
-def _kill_group(pid: int, sig: signal.Signals) -> None:
-    """Send ``sig`` to the process group ``pid`` leads (to ``pid`` alone if it leads none)."""
+def _signal_server(handle: ServerHandle, sig: signal.Signals) -> None:
+    """Send ``sig`` to the recorded server, checked to be it just before.
+
+    To its whole process group when it still leads the session and group its
+    start made (its pid is its session and group id), else to it alone;
+    nothing when it is no longer the server.
+    """
+    pid = handle.pid
+    if not is_server_process(pid, handle.start_ticks, handle.state_dir):
+        return
     try:
-        if os.getpgid(pid) == pid:
+        if os.getsid(pid) == pid and os.getpgid(pid) == pid:
             os.killpg(pid, sig)
         else:
             os.kill(pid, sig)
@@ -387,9 +607,18 @@ def _kill_group(pid: int, sig: signal.Signals) -> None:
         pass  # already gone
 
 
-def _wait_for_exit(pid: int, timeout_s: float) -> bool:
+def _kill_started(process: subprocess.Popen[bytes]) -> None:
+    """Kill the session a start made, with every process in it, and reap the server."""
+    if process.poll() is None:  # not reaped, so its pid and group are still the ones made
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    _STARTED.pop(process.pid, None)
+
+
+def _wait_for_exit(handle: ServerHandle, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
-    while is_server_process(pid):
+    while is_server_process(handle.pid, handle.start_ticks, handle.state_dir):
         if time.monotonic() >= deadline:
             return False
         time.sleep(_POLL_S / 2)

@@ -15,17 +15,18 @@ opens either kind of directory, and a lexicon stacker's
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from synthdeid.artifacts import reading_record
+from synthdeid.artifacts import files_digest, reading_record
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.model import NER_CONFIG_FILE, DeidTagger, NerSettings, SpanTagger
 from synthdeid.ner.tagging import EncodedNote
@@ -116,7 +117,7 @@ class EnsembleTagger(SpanTagger):
         path = directory / ENSEMBLE_FILE
         with reading_record(path, "ensemble file"):
             data = json.loads(path.read_text())
-            members = [(str(m["name"]), directory / m["path"]) for m in data["members"]]
+            members = ensemble_members(directory, data)
             settings = NerSettings(**data["settings"])
         for name, member_dir in members:
             if not (member_dir / NER_CONFIG_FILE).is_file():
@@ -201,8 +202,59 @@ class EnsembleTagger(SpanTagger):
         (Path(directory) / ENSEMBLE_FILE).write_text(json.dumps(data, indent=2) + "\n")
 
 
+def ensemble_members(directory: Path, data: Mapping[str, Any]) -> list[tuple[str, Path]]:
+    """Each member's name and directory, from an ensemble file (``data``, read in ``directory``)."""
+    return [(str(m["name"]), directory / m["path"]) for m in data["members"]]
+
+
 def is_ensemble_directory(directory: str | Path) -> bool:
     return (Path(directory) / ENSEMBLE_FILE).is_file()
+
+
+def linked_models(directory: str | Path) -> list[Path]:
+    """The model directories ``directory`` loads besides itself: an ensemble's
+    members, a stacker's base (they may lie outside it); none for a trained model."""
+    from synthdeid.ner.stacker import STACKER_FILE, is_stacked_directory, stacked_base
+
+    directory = Path(directory)
+    if is_stacked_directory(directory):
+        path = directory / STACKER_FILE
+        with reading_record(path, "stacker file"):
+            return [stacked_base(directory, json.loads(path.read_text()))]
+    if is_ensemble_directory(directory):
+        path = directory / ENSEMBLE_FILE
+        with reading_record(path, "ensemble file"):
+            return [
+                member for _, member in ensemble_members(directory, json.loads(path.read_text()))
+            ]
+    return []
+
+
+def model_digest(directory: str | Path) -> str:
+    """One digest of everything :func:`load_tagger` loads from ``directory``.
+
+    Each model directory's files, names (relative to it) and contents
+    (:func:`~synthdeid.artifacts.files_digest`: weights, tokenizer, settings,
+    card), ``directory``'s first and then those of the directories it links
+    (:func:`linked_models`, at any depth, each once). Two taggers that could
+    tag differently have different digests; a model copied elsewhere keeps its
+    digest. Reads every file once.
+    """
+    digests = []
+    pending: list[Path] = [Path(directory)]
+    seen: set[Path] = set()
+    while pending:
+        folder = pending.pop(0)
+        if folder.resolve() in seen:
+            continue
+        seen.add(folder.resolve())
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        digests.append(files_digest(files, folder))
+        pending += linked_models(folder)
+    if len(digests) == 1:
+        return digests[0]
+    joined = "\n".join(digests).encode()
+    return f"sha256:{hashlib.sha256(joined).hexdigest()}"
 
 
 def load_tagger(

@@ -64,7 +64,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from synthdeid.artifacts import read_parquet_with_provenance, require_columns, write_parquet_atomic
+from synthdeid.artifacts import (
+    read_parquet_with_provenance,
+    reading_record,
+    require_columns,
+    write_parquet_atomic,
+)
 from synthdeid.errors import ConfigError, InputError, StepError
 from synthdeid.notes import NOTES_SCHEMA, Note, iter_notes, notes_to_table, table_to_notes
 from synthdeid.runtime import check_seed
@@ -634,10 +639,8 @@ def read_mixture(path: str | Path) -> list[MixtureNote]:
 
 def read_mixture_summary(path: Path) -> dict[str, Any]:
     """The sizes of a mixture, from the summary.json build-mixture writes (its ``summary``)."""
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise InputError(path, None, f"unreadable mixture summary: {exc}") from exc
+    with reading_record(path, "mixture summary"):
+        data = json.loads(path.read_text(encoding="utf-8"))
     summary = data.get("summary", data) if isinstance(data, dict) else data
     if not isinstance(summary, dict):
         raise InputError(path, None, "mixture summary is not a JSON object")

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from synthdeid.errors import ConfigError, InputError
+from synthdeid.errors import ConfigError, InputError, read_error_detail
 from synthdeid.ner.batching import collate, sorted_batches
 from synthdeid.ner.casing import check_case_types
 from synthdeid.ner.decoding import attach_initials, decode_spans, merge_windows
@@ -75,10 +75,11 @@ class NerSettings:
                 directory, None, f"not a synthdeid model directory: {NER_CONFIG_FILE} missing"
             )
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(path.read_text(encoding="utf-8"))
             return cls(**data)
-        except (json.JSONDecodeError, TypeError) as exc:
-            raise InputError(path, None, f"unreadable model settings: {exc}") from exc
+        except (ValueError, TypeError) as exc:  # undecodable bytes and bad JSON: ValueErrors
+            detail = read_error_detail(exc)
+            raise InputError(path, None, f"unreadable model settings: {detail}") from None
 
 
 def quantize_int8(model: torch.nn.Module) -> torch.nn.Module:

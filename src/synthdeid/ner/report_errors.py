@@ -1,8 +1,8 @@
 """A tagger's span errors on development notes: missed, mislabelled, spurious.
 
 Each error carries its text in context and the model's probability of ``O``
-over its tokens; :func:`development_notes` chooses the notes (never the
-holdout). The ``report-errors`` stage (:mod:`synthdeid.stages.report_errors`)
+over its tokens; :func:`development_notes` chooses the notes (never a
+holdout note, from whichever file). The ``report-errors`` stage (:mod:`synthdeid.stages.report_errors`)
 writes them.
 """
 
@@ -12,14 +12,16 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from synthdeid.errors import ConfigError
+from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.matching import intersection
 from synthdeid.local_only import LOCAL_ONLY_METADATA
+from synthdeid.ner.mixtures import HOLDOUT_SPLIT
 from synthdeid.notes import Note, Span
 from synthdeid.split import PARTS
 from synthdeid.stats import quartiles
@@ -175,16 +177,21 @@ def development_notes(
     trained: set[str],
     *,
     stage: str = "report-errors",
+    validation_path: str | Path = "--validation",
 ) -> list[Note]:
     """The notes of ``parts`` and the validation notes, less any the run trained on.
 
-    ``stage`` names the step in the refusal of the holdout.
+    Never a holdout note, whatever file it comes from: the holdout part is
+    refused (ConfigError), and so is a holdout note among the validation notes
+    (InputError naming ``validation_path``, the count and the first note's id).
+    ``stage`` names the step in the refusals.
     """
     if "holdout" in parts or not set(parts) <= set(PARTS):
         raise ConfigError(
             f"{stage} reads development parts only (seed, train), not {list(parts)}: "
             "the holdout is for the final scores"
         )
+    refuse_holdout_notes(validation, validation_path, stage)
     wanted = set(parts)
     chosen = [n for n in notes if n.split in wanted] + list(validation)
     unique: dict[str, Note] = {}
@@ -192,3 +199,17 @@ def development_notes(
         if note.note_id not in trained:
             unique.setdefault(note.note_id, note)
     return list(unique.values())
+
+
+def refuse_holdout_notes(notes: Sequence[Note], path: str | Path, stage: str) -> None:
+    """InputError when any of ``notes`` (read from ``path``) is a holdout note."""
+    holdout = [note.note_id for note in notes if note.split == HOLDOUT_SPLIT]
+    if not holdout:
+        return
+    which = "a holdout note" if len(holdout) == 1 else f"the first of {len(holdout)} holdout notes"
+    raise InputError(
+        path,
+        f"note {holdout[0]!r}",
+        f"{which}: {stage} reads development notes only (the holdout is for the final scores)",
+        "pass the run's validation table (build_mixture), not the split notes",
+    )

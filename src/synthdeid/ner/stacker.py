@@ -370,7 +370,7 @@ class StackedTagger(SpanTagger):
         path = directory / STACKER_FILE
         with reading_record(path, "stacker file"):
             data = json.loads(path.read_text())
-            base_dir = directory / data["base"]["path"]
+            base_dir = stacked_base(directory, data)
             lexicons = tuple(str(r["name"]) for r in data["lexicons"])
             stacker = LexiconStacker(
                 lexicons,
@@ -435,6 +435,11 @@ def check_lexicons(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
 def relative_base(base_dir: Path, target: Path) -> str:
     """The base directory as a path relative to the stacked directory ``target``."""
     return os.path.relpath(Path(base_dir).resolve(), Path(target).resolve())
+
+
+def stacked_base(directory: Path, data: Mapping[str, Any]) -> Path:
+    """The base model directory a stacker file (``data``, read in ``directory``) names."""
+    return directory / str(data["base"]["path"])
 
 
 def is_stacked_directory(directory: str | Path) -> bool:

@@ -95,13 +95,14 @@ class ReaderOptions:
 
 
 def _undecodable(
-    exc: UnicodeDecodeError, raw: bytes, encoding: str, *, path: str | Path, line: int, offset: int
+    exc: UnicodeDecodeError, encoding: str, *, path: str | Path, line: int, offset: int
 ) -> InputError:
-    """The error for bytes of ``raw`` (read from byte ``offset`` of the file) that do not decode."""
+    """The error for bytes (of a piece read from byte ``offset`` of the file) that do not
+    decode: where they are and why, never the bytes (they may be part of a name)."""
     return InputError(
         path,
         f"line {line}, byte {offset + exc.start}",
-        f"undecodable bytes {raw[exc.start : exc.end]!r} for encoding {encoding!r}",
+        f"bytes that do not decode as {encoding!r} ({exc.reason}); never quoted",
         "set corpus.encoding to the file's real encoding",
     )
 
@@ -112,7 +113,7 @@ def decode_bytes(raw: bytes, encoding: str, *, path: str | Path) -> str:
         return raw.decode(encoding)
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise _undecodable(exc, raw, encoding, path=path, line=line, offset=0) from None
+        raise _undecodable(exc, encoding, path=path, line=line, offset=0) from None
 
 
 def surface_mismatch(stated: str, actual: str, where: str) -> str:
@@ -179,9 +180,7 @@ def _decoded_lines(handle: BinaryIO, encoding: str, path: Path) -> Iterator[str]
             try:
                 text = decoder.decode(raw, final=not ended)
             except UnicodeDecodeError as exc:
-                raise _undecodable(
-                    exc, raw, encoding, path=path, line=line, offset=offset
-                ) from None
+                raise _undecodable(exc, encoding, path=path, line=line, offset=offset) from None
             offset += len(raw)
             yield text.removesuffix("\n")
 

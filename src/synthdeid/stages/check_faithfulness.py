@@ -2,7 +2,10 @@
 
 The checker is rule-based by default (built from the variable spec) or an
 LLM judge (``--judge-backend``, any backend of :mod:`synthdeid.llm`; Lorenzo et al. 2026
-use one). Per variable: the share of reports stating the row's value;
+use one), within the endpoint policy of :mod:`synthdeid.tabular.endpoint`
+(``--judge-policy``: trusted hosts; reports of a non-DP synthesizer's rows, as
+their provenance records it, stay on this machine unless ``allow_non_dp_rows``;
+the request guard). Per variable: the share of reports stating the row's value;
 per document: the Table 3 buckets. The row/report pairs are written with
 the unfaithful variables dropped (Lorenzo et al. 2026, section 4), for information
 extraction training. With an LLM judge, the rule checker runs too and the
@@ -41,10 +44,12 @@ from synthdeid.cli_types import input_dir, input_file, output_dir
 from synthdeid.errors import InputError
 from synthdeid.figures import PALETTE, pyplot, save_figure
 from synthdeid.llm.base import ChatFailure, ChatRequest
-from synthdeid.llm.factory import build_backend
+from synthdeid.llm.guard import REFUSED_PREFIX
 from synthdeid.reporting import NOT_AVAILABLE, markdown_table, number_or_na, percent, write_html
 from synthdeid.runtime import add_runtime_arguments
+from synthdeid.synthesis.templates import BACKEND_FAILURE, REFUSED_BY_GUARD
 from synthdeid.synthesis.validator import ACCEPTED
+from synthdeid.tabular.endpoint import endpoint_policy, guarded_backend
 from synthdeid.tabular.faithfulness import (
     NOT_JUDGED,
     Agreement,
@@ -63,9 +68,11 @@ from synthdeid.tabular.faithfulness import (
     status_counts,
 )
 from synthdeid.tabular.spec import TableSpec, load_spec
+from synthdeid.tabular.verbalize import REPORT_PLACEHOLDERS
 
 log = logging.getLogger(__name__)
 
+SECTION = "synth.tabular.faithfulness"
 FAITHFULNESS_TITLE = "Faithfulness of the verbalized reports"
 
 PAIRS_SCHEMA = pa.schema(
@@ -90,20 +97,28 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         default={"kind": "none"},
         help="JSON LLM backend for an LLM judge; kind none: the rule-based checker",
     )
+    parser.add_argument(
+        "--judge-policy",
+        type=json.loads,
+        default={},
+        help="JSON: where the judge may send the reports (trusted_hosts, allow_wide_networks, "
+        "allow_non_dp_rows; default: this machine only)",
+    )
     parser.add_argument("--judge-prompt", type=input_file, help="tabular_judge.yaml (LLM judge)")
     parser.add_argument("--cache-dir", type=input_dir, help="LLM response cache")
     parser.add_argument("--out-dir", required=True, type=output_dir)
     add_runtime_arguments(parser, threads=False, device=False)
 
 
-def read_reports(path: Path) -> list[dict[str, Any]]:
-    table, _ = read_parquet_with_provenance(path)
+def read_reports(path: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The accepted reports, each with its row, and the table's provenance."""
+    table, provenance = read_parquet_with_provenance(path)
     needed = ["record_id", "note_id", "status", "template", "values_json"]
     require_columns(path, table.column_names, needed, "a reports table")
     accepted = [r for r in table.to_pylist() if r["status"] == ACCEPTED]
     for report in accepted:
         report["row"] = json.loads(report["values_json"])
-    return accepted
+    return accepted, provenance
 
 
 def judge_verdicts(
@@ -127,11 +142,12 @@ def judge_verdicts(
         reports, backend.complete_many(requests, progress=progress), strict=True
     ):
         row = report["row"]
-        parsed = (
-            JudgeFailure("backend_failure", result.reason)
-            if isinstance(result, ChatFailure)
-            else parse_judge_answer(result.text, row, spec, report["template"])
-        )
+        if isinstance(result, ChatFailure):
+            refused = result.reason.startswith(REFUSED_PREFIX)
+            reason = REFUSED_BY_GUARD if refused else BACKEND_FAILURE
+            parsed: JudgeFailure | list[VariableVerdict] = JudgeFailure(reason, result.reason)
+        else:
+            parsed = parse_judge_answer(result.text, row, spec, report["template"])
         if isinstance(parsed, JudgeFailure):
             failures[parsed.reason] += 1
             parsed = [
@@ -255,7 +271,11 @@ def agreement_line(found: Agreement) -> str:
 def stage_provenance(args: argparse.Namespace, checker: str | None) -> dict[str, Any]:
     return make_provenance(
         "check-faithfulness",
-        {"checker": checker, "judge_backend": args.judge_backend},
+        {
+            "checker": checker,
+            "judge_backend": args.judge_backend,
+            "judge_policy": args.judge_policy,
+        },
         {"reports": args.reports, "spec": args.spec},
     )
 
@@ -291,12 +311,20 @@ def write_nothing_to_check(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> None:
     spec = load_spec(args.spec)
-    reports = read_reports(args.reports)
+    policy = endpoint_policy(args.judge_policy, SECTION)
+    reports, reports_provenance = read_reports(args.reports)
     if not reports:
         write_nothing_to_check(args)
         return
-    backend = build_backend(
-        args.judge_backend, cache_dir=args.cache_dir, where="synth.tabular.faithfulness.judge"
+    backend = guarded_backend(
+        args.judge_backend,
+        policy,
+        args.reports,
+        reports_provenance,
+        placeholders=REPORT_PLACEHOLDERS,
+        cache_dir=args.cache_dir,
+        where=SECTION,
+        backend_key="judge",
     )
     failures: Counter[str] = Counter()
     rules = [check_report(r["template"], r["row"], spec) for r in reports]

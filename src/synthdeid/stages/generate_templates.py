@@ -1,6 +1,8 @@
 """Generate templates from masked seeds with an LLM backend (or none), validated.
 
-Reads the mask step's masked notes and removed values, builds one request per
+Reads the mask step's masked notes and removed values (refused when the removed
+values were not written with these masked notes, before anything else: the
+guard would search another run's surfaces), builds one request per
 seed x variant x copy from the prompt file, sends it through the guarded
 backend and validates every answer. Writes the templates table (every
 attempt, with its status and reason), a summary with the acceptance rate,
@@ -36,7 +38,8 @@ from synthdeid.errors import ConfigError, InputError
 from synthdeid.identifiers import IdentifierScanner
 from synthdeid.llm.factory import build_backend
 from synthdeid.llm.guard import GuardedBackend, RequestGuard, load_phi_surfaces
-from synthdeid.local_only import LOCAL_ONLY_METADATA, local_path
+from synthdeid.local_only import LOCAL_ONLY_METADATA, local_path, require_local_path
+from synthdeid.mask import check_removed_values
 from synthdeid.notes import Note, read_notes
 from synthdeid.runtime import add_runtime_arguments
 from synthdeid.shards import (
@@ -93,7 +96,8 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--sent-requests",
         type=output_file,
         default=None,
-        help="local-only Parquet of every request sent (default: local/ beside --out)",
+        help="local-only Parquet of every request sent, in a local/ folder "
+        "(default: local/ beside --out)",
     )
     add_runtime_arguments(parser, threads=False, device=False)
     parser.add_argument(
@@ -156,6 +160,7 @@ def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]
     the number of jobs planned (from every seed)."""
     settings = args.settings
     check_settings(settings)
+    check_removed_values(args.removed, args.masked)
     allowlist = load_allowlist(args.allowlist)
     prompt = load_prompt(args.prompt, allowlist)
     seeds = read_notes(args.masked)
@@ -217,7 +222,12 @@ def generate(args: argparse.Namespace) -> tuple[GenerationReport, dict[str, Any]
             "prompt": prompt.provenance(),
             "allowlist": {"version": allowlist.version, "sha256": allowlist.fingerprint},
         },
-        {"masked": args.masked, "allowlist": args.allowlist, "prompt": args.prompt},
+        {
+            "masked": args.masked,
+            "removed": args.removed,
+            "allowlist": args.allowlist,
+            "prompt": args.prompt,
+        },
     )
     return report, provenance, len(jobs)
 
@@ -232,6 +242,8 @@ def sent_requests_path(args: argparse.Namespace) -> Path:
 
 
 def run(args: argparse.Namespace) -> None:
+    if args.sent_requests is not None:
+        require_local_path(args.sent_requests, "--sent-requests", "the masked text of real notes")
     report, provenance, planned = generate(args)
     metadata = shard_metadata(args.shard, planned)
     write_parquet_atomic(records_to_table(report.records), args.out, provenance, metadata=metadata)

@@ -17,7 +17,15 @@ from tqdm import tqdm
 from synthdeid.artifacts import make_provenance, write_json_atomic, write_parquet_atomic
 from synthdeid.cli_types import input_file, output_file
 from synthdeid.errors import InputError
-from synthdeid.mask import LABEL_VIEWS, RemovedValue, mask_note, removed_table, resolve_view
+from synthdeid.local_only import require_local_path
+from synthdeid.mask import (
+    LABEL_VIEWS,
+    RemovedValue,
+    bind_removed_values,
+    mask_note,
+    removed_table,
+    resolve_view,
+)
 from synthdeid.mentions import surfaces_left
 from synthdeid.notes import Note, read_notes, write_notes
 
@@ -39,12 +47,16 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--out", required=True, type=output_file, help="masked notes parquet")
     parser.add_argument(
-        "--removed", required=True, type=output_file, help="removed values parquet (local only)"
+        "--removed",
+        required=True,
+        type=output_file,
+        help="removed values parquet (local only: in a local/ folder)",
     )
     parser.add_argument("--summary", required=True, type=output_file)
 
 
 def run(args: argparse.Namespace) -> None:
+    require_local_path(args.removed, "--removed", "the original PHI surfaces")
     view = resolve_view(args.label_view, args.coarse_view)
     notes = [n for n in read_notes(args.notes, nonempty=True) if n.split in set(args.parts)]
     if not notes:
@@ -79,8 +91,10 @@ def run(args: argparse.Namespace) -> None:
         "propagate": args.propagate,
     }
     provenance = make_provenance("mask", params, {"notes": args.notes})
-    write_parquet_atomic(removed_table(removed), args.removed, provenance)
     write_notes(masked_notes, args.out, provenance)
+    write_parquet_atomic(
+        removed_table(removed), args.removed, bind_removed_values(provenance, args.out)
+    )
     write_json_atomic({"summary": summary, "provenance": provenance}, args.summary)
     if notes_with_leaks:
         log.warning(

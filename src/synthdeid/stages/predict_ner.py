@@ -22,6 +22,12 @@ Linear layers, CPU only; ``--quantize`` is the same). The summary records
 the setting and the format it came to (``precision``, ``precision_resolved``).
 ``bench/deid_throughput.py`` measures each against fp32 on the same notes,
 recall included.
+
+The provenance records the model by the digest of every file the tagger loads
+(:func:`synthdeid.ner.ensemble.model_digest`: weights, settings, an ensemble's
+members), so the outputs of two models never share one. With ``--shard``, the
+summary's default path is the shard path of the unsharded output's
+``.summary.json`` (:func:`synthdeid.shards.side_output`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +60,7 @@ from synthdeid.shards import (
     shard_argument,
     shard_metadata,
     shard_table_rows,
+    side_output,
     with_shard,
 )
 from synthdeid.surrogate.keying import SurrogateKey, load_key, refuse_demo_key
@@ -212,7 +220,7 @@ def resolved_precision(precision: str, device: str) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> None:
-    from synthdeid.ner.ensemble import load_tagger
+    from synthdeid.ner.ensemble import load_tagger, model_digest
 
     set_threads(args.threads)
     if args.out_deidentified is not None and args.mode == "none":
@@ -254,11 +262,25 @@ def run(args: argparse.Namespace) -> None:
         # only the key's fingerprint, as replace_surrogates records it
         "key_fingerprint": None if key is None else key.fingerprint(),
     }
-    provenance = make_provenance("deid", params, {"notes": args.notes})
+    provenance = make_provenance("deid", params, {"notes": args.notes, "model": args.model})
+    # the model by its files (weights, settings), so shards of two models never gather
+    provenance["inputs"]["model"]["digest"] = model_digest(args.model)
     metadata = shard_metadata(shard, total)
     chunk_stats = []
     parts = set(args.parts)
-    with parquet_writer(args.out, NOTES_SCHEMA, provenance, metadata=metadata) as writer:
+    with ExitStack() as outputs:
+        writer = outputs.enter_context(
+            parquet_writer(args.out, NOTES_SCHEMA, provenance, metadata=metadata)
+        )
+        # redaction needs only the note itself: written beside the predictions (a surrogate
+        # needs every predicted original first, so it reads the predictions back below)
+        redacted = (
+            outputs.enter_context(
+                parquet_writer(args.out_deidentified, NOTES_SCHEMA, provenance, metadata=metadata)
+            )
+            if args.out_deidentified is not None and args.mode == "redact"
+            else None
+        )
         for batch in iter_notes(args.notes, rows=rows, batch_rows=args.chunk_notes):
             notes = [note for note in batch if not parts or note.split in parts]
             if not notes:
@@ -272,14 +294,16 @@ def run(args: argparse.Namespace) -> None:
                 batch_size=args.batch_size,
             )
             writer.write(notes_to_table(predicted))
+            if redacted is not None:
+                redacted.write(notes_to_table(redact(note) for note in predicted))
             chunk_stats.append(stats)
             log.info("predicted %d of %d notes", sum(s["notes"] for s in chunk_stats), len(rows))
     stats = merge_summaries(chunk_stats) if chunk_stats else predict_notes(tagger, [])[1]
-    if args.out_deidentified is not None:
-        write_deidentified(
-            args.out, args.out_deidentified, args.mode, key, args.consistency, provenance, metadata
-        )
-    summary_path = args.summary or args.out.with_suffix(".summary.json")
+    if args.out_deidentified is not None and args.mode == "surrogate":
+        if key is None:
+            raise ConfigError("surrogate mode needs a key")
+        write_surrogates(args.out, args.out_deidentified, key, args.consistency, provenance)
+    summary_path = args.summary or side_output(args.out, ".summary.json", args.shard)
     body = {"summary": stats, "provenance": provenance}
     write_json_atomic(with_shard(body, shard, total), summary_path)
     log.info(
@@ -294,37 +318,26 @@ def run(args: argparse.Namespace) -> None:
     )
 
 
-def write_deidentified(
+def write_surrogates(
     predictions: Path,
     out: Path,
-    mode: str,
-    key: SurrogateKey | None,
+    key: SurrogateKey,
     consistency: str,
     provenance: dict[str, Any],
-    metadata: dict[bytes, bytes],
 ) -> None:
-    """Stream the written predictions into their redacted or surrogate text.
+    """Stream the written predictions into their surrogate text (never sharded).
 
-    Surrogate mode reads the predictions three or four times: for the
-    predicted labels, for every predicted original (a surrogate never equals
-    another original of its patient; a second time when the date shift asks,
+    Reads the predictions three or four times: for the predicted labels, for
+    every predicted original (a surrogate never equals another original of its
+    patient; a second time when the date shift asks,
     :meth:`~synthdeid.surrogate.replace.SurrogateReplacer.collect_batches`),
     and to replace.
     """
-    replacer = None
-    if mode == "surrogate":
-        if key is None:
-            raise ConfigError("surrogate mode needs a key")
-        from synthdeid.surrogate.replace import SurrogateReplacer
+    from synthdeid.surrogate.replace import SurrogateReplacer
 
-        labels = {
-            span.label for batch in iter_notes(predictions) for n in batch for span in n.spans
-        }
-        replacer = SurrogateReplacer(key, labels=sorted(labels), consistency=consistency)
-        replacer.collect_batches(lambda: iter_notes(predictions))
-    with parquet_writer(out, NOTES_SCHEMA, provenance, metadata=metadata) as writer:
+    labels = {span.label for batch in iter_notes(predictions) for n in batch for span in n.spans}
+    replacer = SurrogateReplacer(key, labels=sorted(labels), consistency=consistency)
+    replacer.collect_batches(lambda: iter_notes(predictions))
+    with parquet_writer(out, NOTES_SCHEMA, provenance) as writer:
         for batch in iter_notes(predictions):
-            if replacer is None:
-                writer.write(notes_to_table(redact(note) for note in batch))
-            else:
-                writer.write(notes_to_table(replacer.replace_note(n).note for n in batch))
+            writer.write(notes_to_table(replacer.replace_note(n).note for n in batch))

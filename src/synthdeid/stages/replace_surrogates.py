@@ -1,4 +1,12 @@
-"""Replace the labelled PHI of a notes table by keyed, consistent surrogates."""
+"""Replace the labelled PHI of a notes table by keyed, consistent surrogates.
+
+``synthdeid replace-surrogates IN OUT`` writes the surrogate notes, a summary
+and two local-only side outputs (:mod:`synthdeid.local_only`): the offsets
+table and the leftovers JSON. Every output records the run's provenance. With
+``--shard K/N`` each output is a shard artifact; the side outputs' default
+paths are the shard paths of the unsharded output's side outputs
+(:func:`synthdeid.shards.side_output`), where ``gather-shards`` looks for them.
+"""
 
 from __future__ import annotations
 
@@ -22,9 +30,16 @@ from synthdeid.artifacts import (
 )
 from synthdeid.cli_types import input_file, optional_input_file, output_file, positive_int
 from synthdeid.errors import ConfigError
-from synthdeid.local_only import LOCAL_ONLY_METADATA, local_path
+from synthdeid.local_only import LOCAL_ONLY_METADATA, require_local_path
 from synthdeid.notes import NOTES_SCHEMA, iter_notes, note_sources, notes_to_table, require_notes
-from synthdeid.shards import Shard, shard_argument, shard_metadata, shard_table_rows, with_shard
+from synthdeid.shards import (
+    Shard,
+    shard_argument,
+    shard_metadata,
+    shard_table_rows,
+    side_output,
+    with_shard,
+)
 from synthdeid.surrogate.keying import load_key, refuse_demo_key
 from synthdeid.surrogate.operators.base import CONSISTENCY_SCOPES
 from synthdeid.surrogate.replace import ReplacedNote, SurrogateReplacer
@@ -197,21 +212,25 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="file holding the secret (default: $SYNTHDEID_SECRET)",
     )
     parser.add_argument(
-        "--summary", type=output_file, default=None, help="summary JSON (default: beside OUT)"
+        "--summary",
+        type=output_file,
+        default=None,
+        help="summary JSON (default: <OUT stem>.summary.json beside OUT; with --shard, "
+        "at the shard path of the unsharded OUT's, where gather-shards looks)",
     )
     parser.add_argument(
         "--leftovers",
         type=output_file,
         default=None,
-        help="local-only JSON of original surfaces still in the output "
-        "(default: local/<OUT stem>.leftovers.json beside OUT)",
+        help="local-only JSON, in a local/ folder, of original surfaces still in the output "
+        "(default: local/<OUT stem>.leftovers.json beside OUT; with --shard, as --summary)",
     )
     parser.add_argument(
         "--offsets",
         type=output_file,
         default=None,
-        help="local-only Parquet of each span's original and surrogate offsets "
-        "(default: local/<OUT stem>.offsets.parquet beside OUT)",
+        help="local-only Parquet, in a local/ folder, of each span's original and surrogate "
+        "offsets (default: local/<OUT stem>.offsets.parquet beside OUT; with --shard, as --summary)",
     )
     parser.add_argument("--batch-rows", type=positive_int, default=2048, help="notes per batch")
     parser.add_argument(
@@ -226,13 +245,20 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     key = load_key(args.key_file)  # first: a missing key stops before any work
     refuse_demo_key(key, note_sources(args.input), f"surrogate {args.input}")
+    if args.leftovers is not None:
+        require_local_path(args.leftovers, "--leftovers", "original surfaces")
+    if args.offsets is not None:
+        require_local_path(args.offsets, "--offsets", "the original values' offsets")
     if args.policies is not None and not isinstance(args.policies, dict):
         raise ConfigError("--policies must be a JSON object")
     replacer = SurrogateReplacer(key, args.policies, args.labels, args.consistency)
-    stem = args.output.with_suffix("")
-    summary_path = args.summary or stem.with_name(f"{stem.name}.summary.json")
-    leftovers_path = args.leftovers or local_path(args.output, ".leftovers.json")
-    offsets_path = args.offsets or local_path(args.output, ".offsets.parquet")
+    summary_path = args.summary or side_output(args.output, ".summary.json", args.shard)
+    leftovers_path = args.leftovers or side_output(
+        args.output, ".leftovers.json", args.shard, local=True
+    )
+    offsets_path = args.offsets or side_output(
+        args.output, ".offsets.parquet", args.shard, local=True
+    )
     # outputs at default paths are not arguments, so the command did not clean them
     remove_stale_temporaries((summary_path, leftovers_path, offsets_path))
     params = {
@@ -259,7 +285,14 @@ def run(args: argparse.Namespace) -> None:
         "notes_with_original_surfaces_left": stats.notes_with_surfaces_left,
         "original_surfaces_left": stats.surfaces_left,
     }
-    leftovers = {"local_only": True, "examples": stats.examples, "max_examples": MAX_EXAMPLES}
+    # the run's provenance, as every output of the run records it: gather-shards joins
+    # leftovers only with the outputs of the same run
+    leftovers = {
+        "local_only": True,
+        "examples": stats.examples,
+        "max_examples": MAX_EXAMPLES,
+        "provenance": provenance,
+    }
     write_json_atomic(with_shard(leftovers, args.shard, total), leftovers_path)
     body = {"summary": summary, "provenance": provenance}
     write_json_atomic(with_shard(body, args.shard, total), summary_path)

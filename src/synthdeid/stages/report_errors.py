@@ -3,7 +3,8 @@
 The next lever for a de-identifier (more gold, another encoder, lexicons, a
 threshold) should be chosen from its errors, not guessed. This stage tags
 development notes (never the holdout: the run's validation notes and, by
-default, the seed part, less any note the run trained on), decodes them as
+default, the seed part, less any note the run trained on; a holdout note in
+any file read is refused), decodes them as
 ``predict-ner`` does (model, regex detectors, Safe Harbor ages) and lists, per span:
 
 ``missed``
@@ -18,7 +19,8 @@ Each row carries the span's text with 40 characters of context either side and
 the model's probability of ``O`` over the span's tokens (min and mean), so a
 miss at P(O) = 0.55 (a threshold question) reads apart from one at 0.999 (the
 model never saw such a thing). The table holds real text: it is written to the
-step's ``local/`` folder and marked local-only (:mod:`synthdeid.local_only`).
+step's ``local/`` folder (``--out`` elsewhere is refused) and marked
+local-only (:mod:`synthdeid.local_only`).
 The summary beside it holds counts and P(O) quantiles only, no text, and is
 releasable.
 """
@@ -38,7 +40,7 @@ from synthdeid.cli_types import (
     positive_int,
 )
 from synthdeid.errors import InputError
-from synthdeid.local_only import is_local_path
+from synthdeid.local_only import require_local_path
 from synthdeid.ner.report_errors import (
     KINDS,
     development_notes,
@@ -81,14 +83,17 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.ner.ages import drop_young_age_spans
     from synthdeid.ner.ensemble import load_tagger
 
-    if not is_local_path(args.out):
-        raise InputError(
-            args.out, None, "the errors table holds note text: write it into a local/ folder"
-        )
+    require_local_path(args.out, "--out", "note text")
     set_threads(args.threads)
     validation = read_notes(args.validation) if args.validation else []
     trained = {n.note_id for n in read_notes(args.train)} if args.train else set()
-    notes = development_notes(read_notes(args.notes), args.parts, validation, trained)
+    notes = development_notes(
+        read_notes(args.notes),
+        args.parts,
+        validation,
+        trained,
+        validation_path=args.validation or "--validation",
+    )
     if not notes:
         raise InputError(args.notes, None, f"no development notes in parts {args.parts}")
     tagger = load_tagger(args.model, device=args.device)

@@ -24,6 +24,7 @@ import pyarrow as pa
 from synthdeid.artifacts import make_provenance, write_parquet_atomic
 from synthdeid.cli_types import input_dir, input_file, output_file
 from synthdeid.errors import InputError
+from synthdeid.mask import check_removed_values
 from synthdeid.notes import read_notes
 from synthdeid.runtime import add_runtime_arguments, pick_device, set_threads
 
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> None:
 
     config = SamplingConfig.from_mapping(args.settings)
     check_pool_settings(args.pool_settings)
+    check_removed_values(args.removed, args.masked)  # the seed-PHI screen's surfaces
     allowlist = load_allowlist(args.allowlist)
     lm_settings = read_lm_settings(args.model)
     coder = ControlCoder.from_json(lm_settings["control_codes"])

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 from synthdeid.cli_types import input_dir, input_file, optional_input_file, output_dir, positive_int
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.lexicons import check_names
-from synthdeid.ner.mixtures import HOLDOUT_SPLIT
 from synthdeid.notes import Note, read_notes
 from synthdeid.runtime import add_runtime_arguments, set_threads
 
@@ -106,15 +105,9 @@ def choose_development_notes(
     """
     from synthdeid.ner.report_errors import development_notes  # loads the metrics
 
-    offered = development_notes(notes, parts, validation, set(), stage=STAGE)
-    for note in validation:
-        if note.split == HOLDOUT_SPLIT:
-            raise InputError(
-                validation_path,
-                f"note {note.note_id!r}",
-                "is a holdout note: the stacker is fitted on development notes only",
-                "pass the base run's validation table (build_mixture), not the split notes",
-            )
+    offered = development_notes(
+        notes, parts, validation, set(), stage=STAGE, validation_path=validation_path
+    )
     trained_notes = {note.note_id for note in training}
     trained_patients = {note.patient_id for note in training}
     kept = [

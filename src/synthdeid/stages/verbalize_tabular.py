@@ -2,7 +2,9 @@
 
 Each row of the subsample goes through the expert rules, then to the LLM
 backend (the template regime's clients: OpenAI-compatible HTTP or local
-transformers) with the versioned prompt, or, for backend ``none``, to the
+transformers) with the versioned prompt, within the endpoint policy of
+:mod:`synthdeid.tabular.endpoint` (trusted hosts; a non-DP synthesizer's rows
+stay on this machine unless ``allow_non_dp_rows``; the request guard), or, for backend ``none``, to the
 seeded grammar of :mod:`synthdeid.tabular.verbalize` (logged, recorded as
 ``generator = grammar`` and in the pool's source). Answers pass the template
 validator's JSON, placeholder and identifier checks; accepted reports are
@@ -10,7 +12,8 @@ filled with local surrogates at exact offsets and written as a notes pool
 that the de-identification mixtures can draw from.
 
 Writes reports.parquet (one row per record: the values after the rules, the
-numbers drawn, status, template), the pool (pii / no_pii / removals) and a
+numbers drawn, status, template; its provenance carries the rows'
+synthesizer on to the judge), the pool (pii / no_pii / removals) and a
 summary.
 """
 
@@ -30,14 +33,14 @@ from synthdeid.errors import ConfigError
 from synthdeid.identifiers import IdentifierScanner
 from synthdeid.llm.base import ChatFailure, ChatRequest, ChatResponse
 from synthdeid.llm.constraints import NoteShape
-from synthdeid.llm.factory import build_backend
+from synthdeid.llm.guard import REFUSED_PREFIX
 from synthdeid.mentions import SurfaceIndex
 from synthdeid.runtime import add_runtime_arguments
 from synthdeid.settings import settings_from_mapping
 from synthdeid.synthesis.fill import TemplateFiller
 from synthdeid.synthesis.placeholders import load_allowlist
 from synthdeid.synthesis.pools import DedupSettings, Template, build_pools, write_pools
-from synthdeid.synthesis.templates import truncation
+from synthdeid.synthesis.templates import BACKEND_FAILURE, REFUSED_BY_GUARD, truncation
 from synthdeid.synthesis.validator import (
     ACCEPTED,
     REJECTED,
@@ -45,8 +48,10 @@ from synthdeid.synthesis.validator import (
     Verdict,
     parse_answer,
 )
+from synthdeid.tabular.endpoint import guarded_backend, split_policy
 from synthdeid.tabular.expert_rules import RuledRow, apply_rules, parse_rules
 from synthdeid.tabular.spec import TableSpec, load_spec
+from synthdeid.tabular.synthesizers import rows_synthesizer
 from synthdeid.tabular.tables import read_table
 from synthdeid.tabular.verbalize import (
     GRAMMAR,
@@ -80,9 +85,13 @@ REPORTS_SCHEMA = pa.schema(
 )
 
 
+SECTION = "synth.tabular.verbalize"
+
+
 @dataclass(frozen=True)
 class VerbalizeSettings:
-    """synth.tabular.verbalize (minus the subsample keys, which the subsample rule takes)."""
+    """synth.tabular.verbalize (minus the subsample keys, which the subsample rule takes,
+    and the endpoint policy's, :class:`~synthdeid.tabular.endpoint.EndpointPolicy`)."""
 
     backend: dict[str, Any] = field(default_factory=lambda: {"kind": "none"})
     rules: list[dict[str, Any]] = field(default_factory=list)
@@ -155,7 +164,9 @@ def llm_verdicts(
     answers = backend.complete_many(requests, progress=progress)
     for request, result in zip(requests, answers, strict=True):
         if isinstance(result, ChatFailure):
-            out.append((Verdict(None, "backend_failure", result.reason), None))
+            refused = result.reason.startswith(REFUSED_PREFIX)
+            reason = REFUSED_BY_GUARD if refused else BACKEND_FAILURE
+            out.append((Verdict(None, reason, result.reason), None))
             continue
         verdict = truncation(parse_answer(result.text), result, request)
         if verdict.accepted and verdict.template is not None:
@@ -169,19 +180,27 @@ def llm_verdicts(
 
 
 def run(args: argparse.Namespace) -> None:
-    settings = settings_from_mapping(VerbalizeSettings, args.settings, "synth.tabular.verbalize")
+    policy, rest = split_policy(args.settings, SECTION)
+    settings = settings_from_mapping(VerbalizeSettings, rest, SECTION)
     spec = load_spec(args.spec)
     allowlist = load_allowlist(args.allowlist)
     rules = parse_rules(settings.rules, spec)
     prompt = load_report_prompt(args.prompt)
-    subsample, _ = read_table(args.subsample, spec, ("sample",))
+    subsample, rows_provenance = read_table(args.subsample, spec, ("sample",))
+    synthesizer = rows_synthesizer(rows_provenance)
     rows: list[tuple[str, RuledRow]] = []
     for record in subsample.to_dict("records"):
         rng = record_rng(settings.seed, record["record_id"])
         rows.append((record["record_id"], apply_rules(record, rules, spec, rng)))
     validator = TemplateValidator(allowlist, IdentifierScanner())
-    backend = build_backend(
-        settings.backend, cache_dir=args.cache_dir, where="synth.tabular.verbalize.backend"
+    backend = guarded_backend(
+        settings.backend,
+        policy,
+        args.subsample,
+        rows_provenance,
+        placeholders=allowlist.names,
+        cache_dir=args.cache_dir,
+        where=SECTION,
     )
     if backend is None:
         log.warning(
@@ -238,6 +257,7 @@ def run(args: argparse.Namespace) -> None:
     params = {
         "settings": args.settings,
         "generator": generator,
+        "synthesizer": synthesizer.name if synthesizer is not None else None,
         "source": source,
         "fill": filler.provenance(),
         "prompt": prompt.provenance(),
@@ -262,6 +282,7 @@ def run(args: argparse.Namespace) -> None:
             "rows": len(rows),
             "accepted": accepted,
             "rejected": len(rows) - accepted,
+            "refused_by_guard": sum(r["reason"] == REFUSED_BY_GUARD for r in table_rows),
             "generator": generator,
             "language_model": backend is not None,
         },

@@ -3,12 +3,14 @@
 All randomness of surrogate replacement comes from HMAC-SHA256 under one
 secret, so a rerun with the same key gives identical output and a different key
 gives unrelated surrogates. The key comes from the ``SYNTHDEID_SECRET``
-environment variable or a key file; it is never written anywhere. Artifacts
-record only :meth:`SurrogateKey.fingerprint`, which identifies the key
-without revealing it.
+environment variable or a key file, which ``synthdeid new-key`` makes
+(:func:`new_key_text`, file mode 0600); no step writes it anywhere else.
+Artifacts record only :meth:`SurrogateKey.fingerprint`, which identifies the
+key without revealing it.
 
-:func:`load_key` refuses a secret too weak to key a release
-(:func:`estimated_bits`), and a key file that disagrees with
+:func:`load_key` refuses a secret that is no key (:func:`key_problem`: a
+key is one line of hex or base64 of at least 32 random bytes, so a public
+file or a phrase is refused), and a key file that disagrees with
 ``$SYNTHDEID_SECRET``. The public demo key (:data:`DEMO_KEY_FILE`, recognised
 by :data:`DEMO_KEY_FINGERPRINT`) is for the synthetic demo corpus only:
 :func:`refuse_demo_key` stops any step that would apply it to other notes.
@@ -16,14 +18,14 @@ by :data:`DEMO_KEY_FINGERPRINT`) is for the synthetic demo corpus only:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import hmac
-import math
 import os
 import random
 import re
-import string
-import zlib
+import secrets
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -32,8 +34,15 @@ from synthdeid.errors import ConfigError
 SECRET_VARIABLE = "SYNTHDEID_SECRET"
 _SEPARATOR = b"\x1f"
 
-# 32 bytes: what `openssl rand -hex 32` or `openssl rand -base64 32` gives
-MIN_SECRET_BITS = 256
+# a key holds at least 32 random bytes (256 bits), as `synthdeid new-key` writes
+KEY_BYTES = 32
+# HMAC-SHA256 gains nothing from a key over 64 bytes; this bounds the checks of one
+MAX_KEY_BYTES = 1024
+# a key file, comments included, is never larger: a bigger one is not read to its end
+MAX_KEY_FILE_BYTES = 64 * 1024
+# a run of this many bits that recurs in a key marks a pattern (key_problem)
+REPEAT_BITS = 64
+NEW_KEY_COMMAND = "synthdeid new-key PATH"
 # the public demo key, kept in the repository for the synthetic demo corpus
 DEMO_KEY_FILE = "resources/demo/demo-surrogate.key"
 DEMO_KEY_FINGERPRINT = "cbdd71b2445fbc1b"
@@ -43,9 +52,10 @@ DEMO_SOURCE = "demo-synthetic"
 DEMO_CORPUS_FILE = "resources/demo/notes.jsonl"
 
 HOW_TO_SET = (
-    f"set the environment variable {SECRET_VARIABLE} (e.g. "
-    f"`export {SECRET_VARIABLE}=$(openssl rand -hex 32)`) or name a key file in "
-    "surrogate.key_file; keep the same key to reproduce a release"
+    f"make a key file with `{NEW_KEY_COMMAND}` and name it in surrogate.key_file "
+    f"(--key-file), or set the environment variable {SECRET_VARIABLE} (e.g. "
+    f"`export {SECRET_VARIABLE}=$(openssl rand -hex 32)`); keep the same key to "
+    "reproduce a release"
 )
 
 
@@ -81,77 +91,102 @@ class SurrogateKey:
         return self.digest("synthdeid key fingerprint").hex()[:16]
 
 
-# ------------------------------------------------------------ secret strength
+# ------------------------------------------------------------ what a key looks like
 
 _HEX = re.compile(r"[0-9A-Fa-f]+")
-_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]+|[A-Za-z0-9_-]+)={0,2}")
-_CLASSES = (
-    (frozenset(string.ascii_lowercase), 26),
-    (frozenset(string.ascii_uppercase), 26),
-    (frozenset(string.digits), 10),
-    (frozenset(string.punctuation + " "), 33),
-)
-NON_ASCII_CLASS = 128
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+_BASE64_URLSAFE = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 
 
-def estimated_bits(secret: str) -> float:
-    """A conservative estimate of the entropy of ``secret``, in bits.
+def key_bytes(secret: bytes) -> bytes | None:
+    """The bytes ``secret`` writes, or None when it is not one line of hex or base64.
 
-    The rule, on the secret with surrounding whitespace removed:
-
-    1. Alphabet. Any text: log2 of the size of the character classes it
-       uses, per character (26 lower-case letters, 26 upper-case, 10 digits,
-       33 other printable ASCII characters and space, 128 for anything else),
-       except: hex digits only count at most 4 bits per character; base64
-       with both letter cases (standard ``A-Za-z0-9+/`` or URL-safe
-       ``A-Za-z0-9-_``; ``=`` padding at the end counts nothing) counts 6.
-    2. Diversity. The alphabet counted is at most four times the number of
-       distinct characters used, so a low-diversity string counts as little
-       (``abab...``: 3 bits per character; ``aaaa...``: 2).
-    3. Repetition. The total is at most 8 bits per byte of the secret
-       compressed by raw DEFLATE (zlib level 9), so repeated or patterned text
-       counts what it compresses to (64 ``a``: 48 bits).
-
-    ``openssl rand -hex 32`` (64 hex digits) counts 256 bits and ``openssl
-    rand -base64 32`` (43 characters and ``=``) 258: random hex or base64 of
-    those lengths passes rules 2 and 3 with a wide margin (they need 4
-    distinct hex digits or 16 base64 characters and 32 compressed bytes; in
-    100,000 draws each the fewest were 12 and 22 distinct characters and 42
-    compressed bytes). Raw binary keys are better written as hex.
+    Surrounding whitespace is ignored. A text of hex digits only is hex (an
+    even number of them); any other is standard (``A-Za-z0-9+/``) or URL-safe
+    (``A-Za-z0-9-_``) base64, its ``=`` padding optional.
     """
-    text = secret.strip()
-    counted = text.rstrip("=") if _BASE64.fullmatch(text) else text
-    if not counted:
-        return 0.0
-    per_char = math.log2(_class_alphabet(counted))
-    if _HEX.fullmatch(counted):
-        per_char = min(per_char, 4.0)
-    elif _BASE64.fullmatch(text) and counted.lower() != counted != counted.upper():
-        per_char = 6.0
-    per_char = min(per_char, math.log2(4 * len(set(counted))))
-    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
-    packed = compressor.compress(text.encode("utf-8", "surrogateescape")) + compressor.flush()
-    return min(per_char * len(counted), 8.0 * len(packed))
+    try:
+        text = secret.strip().decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    if _HEX.fullmatch(text):
+        return bytes.fromhex(text) if len(text) % 2 == 0 else None
+    if _BASE64.fullmatch(text):
+        altchars = None
+    elif _BASE64_URLSAFE.fullmatch(text):
+        altchars = b"-_"
+    else:
+        return None
+    body = text.rstrip("=")
+    if len(body) % 4 == 1 or (body != text and len(text) % 4):
+        return None
+    try:
+        return base64.b64decode(body + "=" * (-len(body) % 4), altchars=altchars, validate=True)
+    except binascii.Error:
+        return None
 
 
-def _class_alphabet(text: str) -> int:
-    """The total size of the character classes ``text`` uses (rule 1 of :func:`estimated_bits`)."""
-    used = set(text)
-    size = sum(count for members, count in _CLASSES if used & members)
-    if any(not any(char in members for members, _ in _CLASSES) for char in used):
-        size += NON_ASCII_CLASS
-    return size
+def key_problem(secret: bytes) -> str | None:
+    """Why ``secret`` is no key (a few words, never its content); None when it is one.
+
+    A key is one line of hex or base64 (:func:`key_bytes`) of
+    :data:`KEY_BYTES` to :data:`MAX_KEY_BYTES` bytes that look random: not
+    all printable ASCII (text written as hex or base64), at least half as
+    many distinct byte values as bytes (64 suffice), and no run of
+    :data:`REPEAT_BITS` bits that recurs at any bit offset (a pattern or a
+    repeated phrase, in any encoding). Random bytes seldom fail them: all
+    printable, (95/256)**32 < 2e-14 for 32 bytes; too few values, 3e-17; a
+    recurring run, about 1e-15 for 32 bytes and 2e-12 for 1,024. No check
+    can tell a key derived from a guessable text (the hash of a password)
+    from a random one: these stop mistakes, and :func:`new_key_text` gives a
+    key that needs none of them.
+    """
+    raw = key_bytes(secret)
+    if raw is None:
+        return "it is not one line of hex or base64"
+    if len(raw) < KEY_BYTES:
+        return f"it holds {len(raw)} bytes, {KEY_BYTES} needed"
+    if len(raw) > MAX_KEY_BYTES:
+        return f"it holds {len(raw)} bytes, more than the {MAX_KEY_BYTES} a key may have"
+    if all(0x20 <= byte < 0x7F for byte in raw):
+        return "its bytes are printable text, not random bytes"
+    if len(set(raw)) < min(len(raw) // 2, 64):
+        return f"its bytes take only {len(set(raw))} distinct values"
+    if _recurring_run(raw):
+        return "its bits repeat a run, as a pattern or a repeated phrase does"
+    return None
 
 
-def check_strength(secret: str, where: str) -> None:
-    """Refuse a secret under :data:`MIN_SECRET_BITS` estimated bits (never showing it)."""
-    bits = estimated_bits(secret)
-    if bits < MIN_SECRET_BITS:
+def _recurring_run(raw: bytes) -> bool:
+    """Whether some run of :data:`REPEAT_BITS` bits of ``raw`` occurs twice, at any offsets."""
+    value = int.from_bytes(raw, "big")
+    mask = (1 << REPEAT_BITS) - 1
+    seen: set[int] = set()
+    for offset in range(8 * len(raw) - REPEAT_BITS + 1):
+        run = (value >> offset) & mask
+        if run in seen:
+            return True
+        seen.add(run)
+    return False
+
+
+def check_key(secret: bytes, where: str) -> None:
+    """Refuse ``secret``, read from ``where``, unless it is a key (:func:`key_problem`).
+
+    The public demo key, recognised by its fingerprint, is accepted as it is:
+    it is no secret, and :func:`refuse_demo_key` keeps it to the demo corpus.
+    """
+    problem = key_problem(secret)
+    if problem is not None and not is_demo_key(SurrogateKey(secret)):
         raise ConfigError(
-            f"the surrogate secret in {where} is too weak: about {bits:.0f} bits of entropy "
-            f"estimated, {MIN_SECRET_BITS} needed (32 random bytes); make one with "
-            "`openssl rand -hex 32`"
+            f"the surrogate secret in {where} is too weak: {problem}; a key is "
+            f"{KEY_BYTES} or more random bytes written as hex or base64: {HOW_TO_SET}"
         )
+
+
+def new_key_text() -> str:
+    """A new key: :data:`KEY_BYTES` bytes of :func:`secrets.token_bytes`, as hex."""
+    return secrets.token_bytes(KEY_BYTES).hex()
 
 
 # ------------------------------------------------------------ loading
@@ -160,12 +195,14 @@ def check_strength(secret: str, where: str) -> None:
 def read_key_file(key_file: str | Path) -> bytes:
     """The secret in ``key_file``: its lines without ``#`` comment lines, stripped.
 
-    Any problem reading it (missing, a directory, unreadable, empty) is a
-    one-line :class:`ConfigError` naming the file; the strength is not checked.
+    Any problem reading it (missing, a directory, unreadable, empty, larger
+    than :data:`MAX_KEY_FILE_BYTES`) is a one-line :class:`ConfigError`
+    naming the file; whether the secret is a key is not checked.
     """
     path = Path(key_file)
     try:
-        lines = path.read_bytes().splitlines()
+        with path.open("rb") as handle:
+            data = handle.read(MAX_KEY_FILE_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError(f"surrogate key file {path} does not exist: {HOW_TO_SET}") from None
     except IsADirectoryError:
@@ -173,6 +210,12 @@ def read_key_file(key_file: str | Path) -> bytes:
     except OSError as error:
         reason = error.strerror or type(error).__name__
         raise ConfigError(f"surrogate key file {path} cannot be read ({reason})") from None
+    if len(data) > MAX_KEY_FILE_BYTES:
+        raise ConfigError(
+            f"surrogate key file {path} is larger than {MAX_KEY_FILE_BYTES} bytes, so no "
+            f"key file: {HOW_TO_SET}"
+        )
+    lines = data.splitlines()
     secret = b"\n".join(x for x in lines if not x.lstrip().startswith(b"#")).strip()
     if not secret:
         raise ConfigError(f"surrogate key file {path} is empty: {HOW_TO_SET}")
@@ -182,14 +225,16 @@ def read_key_file(key_file: str | Path) -> bytes:
 def load_key(key_file: str | Path | None = None) -> SurrogateKey:
     """The key from ``key_file`` if given, else from ``$SYNTHDEID_SECRET``.
 
-    A key file holds the secret; lines starting with ``#`` are comments.
+    A key file holds the key; lines starting with ``#`` are comments. The
+    HMAC key is the key's text as written (not the bytes it encodes), so its
+    fingerprint is the same in a file and in the variable.
 
     Refused with a one-line :class:`ConfigError` that says what to do and never
     shows a secret: no key at all; a key file that cannot be read; a key file
     and ``$SYNTHDEID_SECRET`` both set to different secrets (an explicit
-    secret is never silently overridden); a secret estimated under
-    :data:`MIN_SECRET_BITS` (:func:`estimated_bits`). Callers load the key
-    before doing any work, so nothing is written without it.
+    secret is never silently overridden); a secret that is no key
+    (:func:`check_key`). Callers load the key before doing any work, so
+    nothing is written without it.
     """
     value = os.environ.get(SECRET_VARIABLE, "").strip()
     if key_file:
@@ -201,11 +246,11 @@ def load_key(key_file: str | Path | None = None) -> SurrogateKey:
                 f"{SECRET_VARIABLE} to use the key file, or set surrogate.key_file: null "
                 f"(no --key-file) to use ${SECRET_VARIABLE}"
             )
-        check_strength(secret.decode("utf-8", "surrogateescape"), f"key file {key_file}")
+        check_key(secret, f"key file {key_file}")
         return SurrogateKey(secret)
     if not value:
         raise ConfigError(f"no surrogate key: {HOW_TO_SET}")
-    check_strength(value, f"${SECRET_VARIABLE}")
+    check_key(value.encode("utf-8"), f"${SECRET_VARIABLE}")
     return SurrogateKey(value.encode("utf-8"))
 
 

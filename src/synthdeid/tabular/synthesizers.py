@@ -13,6 +13,11 @@ and spends nothing on learning them. Its GAN synthesizers are the ``dpgan``
 environment family: DP-CTGAN needs opacus 0.14 (``PrivacyEngine(batch_size=)``),
 which cannot share an environment with the DP language model's opacus 1.6
 (envs/README.md); :func:`check_environment` says so before any fitting.
+
+Every table of synthetic rows records its synthesizer in its provenance
+(``params.synthesizer``: the samples, the subsample, the verbalized reports);
+:func:`rows_synthesizer` reads it, so a step that sends rows off the machine
+knows whether they are differentially private.
 """
 
 from __future__ import annotations
@@ -68,6 +73,14 @@ def synthesizer_info(name: str) -> SynthesizerInfo:
         raise ConfigError(
             f"unknown tabular synthesizer {name!r}; known: {sorted(SYNTHESIZERS)}"
         ) from None
+
+
+def rows_synthesizer(provenance: Mapping[str, Any]) -> SynthesizerInfo | None:
+    """The synthesizer a table's rows come from, as its provenance records it
+    (``params.synthesizer``); None when it records none or one not in :data:`SYNTHESIZERS`."""
+    params = provenance.get("params")
+    name = params.get("synthesizer") if isinstance(params, Mapping) else None
+    return SYNTHESIZERS.get(name) if isinstance(name, str) else None
 
 
 def check_environment(info: SynthesizerInfo) -> None:

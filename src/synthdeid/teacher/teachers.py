@@ -21,6 +21,9 @@ read) and returns one :class:`~synthdeid.teacher.silver.NoteLabels` per note.
     directory with ``synthdeid_ner.json``) applied with the inference code;
     a span's confidence is the mean over its tokens of ``1 - P(O)``. The
     model's regex detectors are unioned in (confidence none), as ``predict-ner`` does.
+    Its provenance names the directory and the digest of every file the tagger
+    loads (:func:`~synthdeid.ner.ensemble.model_digest`); an ``llm`` teacher's
+    names the model and the endpoint (or the local model's fingerprint).
 ``rules``
     The high-recall regex detectors and optional dictionaries (a text file of
     terms per label, one per line, ``#`` comments): dictionary terms are found
@@ -37,7 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from synthdeid.detectors import DETECTORS, detect, union_spans
-from synthdeid.errors import ConfigError
+from synthdeid.errors import ConfigError, read_error_detail
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.llm.base import ChatBackend, ChatFailure, ChatRequest
 from synthdeid.mentions import SurfaceIndex
@@ -293,9 +296,15 @@ class ModelTeacher(Teacher):
         regex: Sequence[str] | None,
         thresholds: Thresholds,
         batch_size: int,
+        model: str = "",
+        model_digest: str | None = None,
     ) -> None:
         super().__init__(name)
         self.tagger = tagger
+        # the model's directory and the digest of what the tagger loads from it
+        # (synthdeid.ner.ensemble.model_digest): two models never share a provenance
+        self.model = model
+        self.model_digest = model_digest
         self.o_threshold = tagger.settings.o_threshold if o_threshold is None else o_threshold
         self.regex = list(tagger.settings.regex_detectors if regex is None else regex)
         unknown = sorted(set(self.regex) - set(DETECTORS))
@@ -332,6 +341,8 @@ class ModelTeacher(Teacher):
     def describe(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
+            "model": self.model,
+            "model_digest": self.model_digest,
             "labels": list(self.tagger.settings.labels),
             "base_model": self.tagger.settings.base_model,
             "o_threshold": self.o_threshold,
@@ -347,7 +358,7 @@ def build_model_teacher(
     model_dir: str | Path | None,
     device: str = "auto",
 ) -> ModelTeacher:
-    from synthdeid.ner.ensemble import load_tagger
+    from synthdeid.ner.ensemble import load_tagger, model_digest
 
     directory = model_dir or settings.get("model")
     if not directory:
@@ -360,6 +371,8 @@ def build_model_teacher(
         regex=settings.get("regex"),
         thresholds=Thresholds.from_mapping(settings.get("thresholds")),
         batch_size=int(settings.get("batch_size") or 32),
+        model=str(directory),
+        model_digest=model_digest(directory),
     )
 
 
@@ -371,7 +384,8 @@ def read_dictionary(path: str | Path) -> list[str]:
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as error:
-        raise ConfigError(f"cannot read teacher dictionary {path}: {error}") from None
+        detail = read_error_detail(error)
+        raise ConfigError(f"cannot read teacher dictionary {path}: {detail}") from None
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 

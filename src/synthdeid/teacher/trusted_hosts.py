@@ -1,9 +1,11 @@
-"""The trusted-host allowlist of the LLM teacher: raw notes go to listed hosts only.
+"""The trusted-host allowlist of LLM endpoints: data leaves only for listed hosts.
 
 Unlike the template regime, whose requests carry masked text checked by the
-request guard, a teacher must read the raw note, real PHI included. So the
-endpoint itself is the safeguard: ``base_url``'s host must be on the
-configured allowlist, checked when the teacher is built, before any request
+request guard, a teacher must read the raw note, real PHI included; the
+tabular verbalizer and judge send a synthesizer's rows, which a non-DP
+synthesizer may have copied from real records (:mod:`synthdeid.tabular.endpoint`).
+So the endpoint itself is the safeguard: ``base_url``'s host must be on the
+configured allowlist, checked when the backend is built, before any request
 exists. An entry is
 
 * a host name (``localhost``, ``gpu-node-07``), matched case-insensitively;
@@ -18,16 +20,18 @@ Every spelling of a network is parsed before it is judged (netmasks,
 leading zeros as in ``/08``, IPv6 zero forms as in ``0::/0``, IPv4-mapped
 IPv6 networks as their IPv4 network), so no spelling slips past the
 checks. A network wider than /8 (IPv4) or /32 (IPv6) is refused unless the
-teacher sets ``allow_wide_networks: true``; a network of every address
+settings set ``allow_wide_networks: true``; a network of every address
 (``/0``), a bare ``*`` and a ``*.`` pattern over a single label (``*.com``)
 trust the internet and are always refused, as is an empty allowlist
 (nothing could be sent).
 
 Names are compared as written, never resolved: a DNS answer can change
 between the check and the request, and a name that happens to resolve to a
-trusted address is not thereby trusted. A name whose last label is all
-digits (``010.0.0.1``) is taken for a mistyped address and refused; an IP
-address never matches a ``*.`` pattern. Nothing here sends a request.
+trusted address is not thereby trusted. For the same reason an endpoint is
+on this machine (:func:`is_loopback_host`) only when its host is written as
+``localhost`` or a loopback address. A name whose last label is all digits
+(``010.0.0.1``) is taken for a mistyped address and refused; an IP address
+never matches a ``*.`` pattern. Nothing here sends a request.
 """
 
 from __future__ import annotations
@@ -134,8 +138,8 @@ def _checked_network(network: IpNetwork, raw: str, where: str, allow_wide_networ
         raise ConfigError(
             f"{where}: {raw!r} is the network {network}, wider than "
             f"/{minimum} for IPv{network.version}, so it would trust hosts far beyond a "
-            "cluster; list a narrower network, or set allow_wide_networks: true in the "
-            "teacher's settings if this range really is trusted"
+            "cluster; list a narrower network, or set allow_wide_networks: true beside "
+            "trusted_hosts if this range really is trusted"
         )
     return _spelled(network)
 
@@ -161,29 +165,45 @@ def host_is_trusted(host: str, allowlist: Sequence[str]) -> bool:
     return False
 
 
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (a URL's host name) is this machine as written: ``localhost`` or a
+    loopback address (127.0.0.0/8, ``::1``, their IPv4-mapped forms); never resolved."""
+    host = host.strip().lower().strip("[]")
+    if host == "localhost":
+        return True
+    network = as_network(host) if host else None
+    return network is not None and network.num_addresses == 1 and network[0].is_loopback
+
+
 def check_trusted_endpoint(
     base_url: object,
     allowlist: Sequence[str],
     where: str,
     *,
     allow_wide_networks: bool = False,
+    sends: str = "the teacher sends raw notes (real PHI)",
+    backend_key: str = "backend",
 ) -> str:
-    """``base_url`` unchanged when its host is trusted; otherwise a ConfigError saying why."""
+    """``base_url`` unchanged when its host is trusted; otherwise a ConfigError saying why.
+
+    ``sends`` says in the refusal what would have gone there; ``backend_key``
+    names the backend's key under ``where``.
+    """
     entries = check_allowlist(
         allowlist, f"{where}.trusted_hosts", allow_wide_networks=allow_wide_networks
     )
     if not isinstance(base_url, str):
-        raise ConfigError(f"{where}.backend.base_url must be a URL string, not {base_url!r}")
+        raise ConfigError(f"{where}.{backend_key}.base_url must be a URL string, not {base_url!r}")
     parts = urlsplit(base_url)
     host = parts.hostname or ""
     if parts.scheme not in ("http", "https") or not host:
         raise ConfigError(
-            f"{where}.backend.base_url must be an http(s) URL such as "
+            f"{where}.{backend_key}.base_url must be an http(s) URL such as "
             f"http://127.0.0.1:8000/v1, not {base_url!r}"
         )
     if not host_is_trusted(host, entries):
         raise ConfigError(
-            f"{where}: refusing endpoint host {host!r}: the teacher sends raw notes (real PHI) "
+            f"{where}: refusing endpoint host {host!r}: {sends} "
             f"and {host!r} is not in {where}.trusted_hosts {entries}; run the model on a host "
             "your data governance allows and list it there"
         )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from synthdeid.errors import ConfigError
+from synthdeid.tabular.endpoint import POLICY_KEYS
 from synthdeid.tabular.source import chosen_source
 from synthdeid.tabular.synthesizers import DPGAN_ENV, SYNTHESIZERS
 from synthdeid.workflow.arguments import flags
@@ -20,7 +21,7 @@ MAIN_ENV_SYNTHESIZERS = [name for name, info in SYNTHESIZERS.items() if info.env
 DPGAN_ENV_SYNTHESIZERS = [name for name, info in SYNTHESIZERS.items() if info.env == DPGAN_ENV]
 NON_DP = "non_dp"
 # settings of synth.tabular.verbalize that verbalize_tabular takes (not its prompt file)
-VERBALIZE_KEYS = ("backend", "rules", "generation", "seed", "fill_seed")
+VERBALIZE_KEYS = ("backend", "rules", "generation", "seed", "fill_seed", *POLICY_KEYS)
 
 
 def budget(synthesizer: str, epsilon: float) -> str:
@@ -114,3 +115,9 @@ def verbalized_samples(tabular: Mapping[str, Any]) -> str:
 def verbalize_settings(verbalize: Mapping[str, Any]) -> dict[str, Any]:
     """The verbalize_tabular slice of synth.tabular.verbalize."""
     return {key: verbalize[key] for key in VERBALIZE_KEYS}
+
+
+def judge_policy(faithfulness: Mapping[str, Any]) -> dict[str, Any]:
+    """Where check_faithfulness's judge may send the reports: the endpoint policy keys of
+    synth.tabular.faithfulness (its --judge-policy)."""
+    return {key: faithfulness[key] for key in POLICY_KEYS}
