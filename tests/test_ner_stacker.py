@@ -410,7 +410,7 @@ def test_stack_lexicons_refuses_the_holdout(work: dict, capsys: pytest.CaptureFi
     argv = stack_argv(work, out)
     argv[argv.index("--validation") + 1] = str(work["notes"])
     assert main(argv) == 2
-    assert "is a holdout note" in capsys.readouterr().err
+    assert "holdout notes" in capsys.readouterr().err
     assert not out.exists()
 
 

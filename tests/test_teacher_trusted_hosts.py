@@ -7,17 +7,17 @@ import re
 import pytest
 
 from synthdeid.errors import ConfigError
+from synthdeid.llm.trusted_hosts import (
+    LOOPBACK,
+    check_allowlist,
+    check_trusted_endpoint,
+    host_is_trusted,
+)
 from synthdeid.teacher.silver import (
     ScoredSpan,
     Thresholds,
     apply_thresholds,
     resolve_overlaps,
-)
-from synthdeid.teacher.trusted_hosts import (
-    LOOPBACK,
-    check_allowlist,
-    check_trusted_endpoint,
-    host_is_trusted,
 )
 
 

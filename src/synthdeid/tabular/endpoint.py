@@ -4,7 +4,7 @@
 ``check-faithfulness`` sends the reports with the rows they state. Rows of a
 non-DP synthesizer (``ctgan``, ``gaussian_copula``) may reproduce real
 records, so both follow the teacher's endpoint policy
-(:mod:`synthdeid.teacher.trusted_hosts`) and the template regime's request
+(:mod:`synthdeid.llm.trusted_hosts`) and the template regime's request
 guard (:mod:`synthdeid.llm.guard`):
 
 * an HTTP endpoint's host must be on ``trusted_hosts`` (default: this
@@ -37,9 +37,9 @@ from synthdeid.identifiers import IdentifierScanner
 from synthdeid.llm.base import ChatBackend
 from synthdeid.llm.factory import build_backend
 from synthdeid.llm.guard import GuardedBackend, RequestGuard
+from synthdeid.llm.trusted_hosts import LOOPBACK, check_trusted_endpoint, is_loopback_host
 from synthdeid.settings import settings_from_mapping
 from synthdeid.tabular.synthesizers import rows_synthesizer
-from synthdeid.teacher.trusted_hosts import LOOPBACK, check_trusted_endpoint, is_loopback_host
 
 log = logging.getLogger(__name__)
 

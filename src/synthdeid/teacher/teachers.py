@@ -14,7 +14,7 @@ read) and returns one :class:`~synthdeid.teacher.silver.NoteLabels` per note.
     request that fails (``request_failed``) or an answer that is not a JSON
     object (``invalid_json``) gives the note no labels and keeps it out of the
     silver pool. The HTTP endpoint must be on ``trusted_hosts``, checked before
-    the backend exists (:mod:`~synthdeid.teacher.trusted_hosts`); proxies from
+    the backend exists (:mod:`~synthdeid.llm.trusted_hosts`); proxies from
     the environment are not used and redirects are not followed.
 ``model``
     A trained token-classification model (``train_ner`` output or any model
@@ -43,6 +43,7 @@ from synthdeid.detectors import DETECTORS, detect, union_spans
 from synthdeid.errors import ConfigError, read_error_detail
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.llm.base import ChatBackend, ChatFailure, ChatRequest
+from synthdeid.llm.trusted_hosts import LOOPBACK, check_trusted_endpoint
 from synthdeid.mentions import SurfaceIndex
 from synthdeid.notes import Note
 from synthdeid.prompt_file import TEMPLATE, PromptFile, load_prompt_file
@@ -62,7 +63,6 @@ from synthdeid.teacher.silver import (
     apply_thresholds,
     resolve_overlaps,
 )
-from synthdeid.teacher.trusted_hosts import LOOPBACK, check_trusted_endpoint
 
 if TYPE_CHECKING:
     import numpy as np
