@@ -175,3 +175,25 @@ def test_shipped_slurm_profile_holds_no_ci_cluster_values(repo: Path) -> None:
     assert "slurm_partition" not in profile["default-resources"]
     assert "slurm-init-seconds-before-status-checks" not in profile
     assert profile["executor"] == "slurm"
+
+
+def test_the_reliability_page_counts_the_tries_there_are(repo: Path) -> None:
+    """docs/reliability.md states how many tries each reliability test file holds."""
+    files = sorted((repo / "tests").glob("test_reliability_*.py"))
+    result = run(repo, sys.executable, "-m", "pytest", "--collect-only", "-q", *map(str, files))
+    assert result.returncode == 0, result.stdout + result.stderr
+    collected: dict[str, int] = {}
+    for line in result.stdout.splitlines():
+        if "::" in line and not line.endswith("::test_the_matrix_ids_are_unique"):  # no try
+            name = Path(line.split("::")[0]).name
+            collected[name] = collected.get(name, 0) + 1
+    page = (repo / "docs" / "reliability.md").read_text(encoding="utf-8")
+    stated = {
+        name: int(n) for name, n in re.findall(r"`(test_reliability_\w+\.py)` \((\d+)\)", page)
+    }
+    matrix = re.search(r"`tests/test_reliability_matrix\.py`, (\d+) tries", page)
+    newer = re.search(r"`tests/test_reliability_\*\.py`, (\d+) tries", page)
+    assert matrix and newer
+    stated["test_reliability_matrix.py"] = int(matrix[1])
+    assert stated == collected
+    assert int(newer[1]) == sum(collected.values()) - collected["test_reliability_matrix.py"]
