@@ -9,7 +9,6 @@ distributions (``*.dist-info`` with a RECORD) on ``sys.path``.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import hashlib
 import io
@@ -25,6 +24,7 @@ import pytest
 import torch
 
 from ner_helpers import note_from_pieces
+from package_helpers import install_distribution
 from synthdeid.encoders import (
     ASSEMBLED_MARKER,
     BUNDLED_ENCODERS,
@@ -218,10 +218,6 @@ def test_train_save_and_load_a_bundled_mpnet_tagger(tmp_path: Path) -> None:
 # --- split archives: assembly, reuse, missing and corrupt parts ----------------------------
 
 
-def _record_hash(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
 def install_split_archive(
     site: Path, files: dict[str, bytes], n_parts: int, stem: str = "tinyenc"
 ) -> SplitZipEncoder:
@@ -238,18 +234,7 @@ def install_split_archive(
         distribution = f"{stem}-part-{number:03d}"
         volume = data[(number - 1) * size : number * size]
         relative = f"{stem}-part_{number:03d}/input/{stem}.zip.{number:03d}"
-        (site / relative).parent.mkdir(parents=True)
-        (site / relative).write_bytes(volume)
-        info = site / f"{stem}_part_{number:03d}-0.0.1.dist-info"
-        info.mkdir()
-        metadata = f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.0.1\n"
-        (info / "METADATA").write_text(metadata)
-        record = [
-            f"{relative},sha256={_record_hash(volume)},{len(volume)}",
-            f"{info.name}/METADATA,sha256={_record_hash(metadata.encode())},{len(metadata)}",
-            f"{info.name}/RECORD,,",
-        ]
-        (info / "RECORD").write_text("\n".join(record) + "\n")
+        install_distribution(site, distribution, "0.0.1", {relative: volume})
         distributions.append(distribution)
     return SplitZipEncoder(
         name="bundled-tiny",

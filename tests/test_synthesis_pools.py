@@ -176,3 +176,77 @@ def test_write_pools_writes_both_pools_the_removals_and_the_counts(tmp_path: Pat
     assert read_notes(paths["pii"]) == result.pii
     assert read_notes(paths["no_pii"]) == result.no_pii
     assert pq.read_table(paths["removals"]).num_rows == len(result.removals) == 1
+
+
+# ---------------------------------------------------------------- many fills per template
+
+
+def test_a_template_is_filled_fills_per_template_times_with_values_of_its_own():
+    result = build_pools(
+        TEMPLATES,
+        [],
+        filler=filler(),
+        surfaces=SurfaceIndex([]),
+        encoder=None,
+        dedup=DedupSettings(),
+        source="synthetic:template:test",
+        fills=4,
+    )
+    assert [n.note_id for n in result.pii] == [
+        f"syn:{seed}:standard:0{suffix}"
+        for seed in ("s1", "s3")
+        for suffix in ("", "-fill1", "-fill2", "-fill3")
+    ]
+    assert len({n.text for n in result.pii}) == 8
+    for note in result.pii:  # every fill exact at its own offsets
+        first, _, third = note.spans
+        assert note.text[first.start : first.end] == note.text[third.start : third.end]
+    # a template without placeholders has one text: filled once
+    assert [n.note_id for n in result.no_pii] == ["syn:s2:no_pii:0"]
+    assert result.counts["filled"] == 3 + 2 * 3 and result.counts["fills_per_template"] == 4
+
+
+def test_one_fill_per_template_is_what_the_pools_always_were():
+    one = build_pools(
+        TEMPLATES[:2], [], filler=filler(), surfaces=SurfaceIndex([]), encoder=None,
+        dedup=DedupSettings(), source="s",
+    )  # fmt: skip
+    many = build_pools(
+        TEMPLATES[:2], [], filler=filler(), surfaces=SurfaceIndex([]), encoder=None,
+        dedup=DedupSettings(), source="s", fills=3,
+    )  # fmt: skip
+    assert many.pii[0] == one.pii[0] and many.no_pii == one.no_pii
+
+
+def test_fills_of_one_template_are_no_near_duplicates_of_each_other():
+    """Near dedup judges a template by its first fill: the other fills differ only in
+    values and would all be near duplicates of it."""
+    from synthdeid.embeddings import SentenceEncoder
+
+    result = build_pools(
+        TEMPLATES[:1], [], filler=filler(), surfaces=SurfaceIndex([]),
+        encoder=SentenceEncoder.load(None), dedup=DedupSettings(near_threshold=0.9),
+        source="s", fills=5,
+    )  # fmt: skip
+    assert len(result.pii) == 5 and not result.removals
+
+
+def test_fills_of_a_template_are_screened_each():
+    """Every fill passes the seed-PHI screen on its own values."""
+    plain = build_pools(
+        TEMPLATES[:1], [], filler=filler(), surfaces=SurfaceIndex([]), encoder=None,
+        dedup=DedupSettings(), source="s", fills=3,
+    )  # fmt: skip
+    drawn = plain.pii[2].text[plain.pii[2].spans[0].start : plain.pii[2].spans[0].end]
+    screened = build_pools(
+        TEMPLATES[:1], [], filler=filler(), surfaces=SurfaceIndex([drawn]), encoder=None,
+        dedup=DedupSettings(), source="s", fills=3,
+    )  # fmt: skip
+    assert plain.pii[2].note_id not in {n.note_id for n in screened.pii}
+    assert any(r.step == "screen" for r in screened.removals)
+
+
+@pytest.mark.parametrize("fills", [0, 1001, 2.5, True])
+def test_fills_per_template_is_bounded(fills):
+    with pytest.raises(ConfigError, match="fills_per_template"):
+        check_pool_settings({"fills_per_template": fills})

@@ -4,7 +4,13 @@ Four steps, each counted:
 
 1. **fill**: placeholders become locally generated values, never a seed PHI
    surface; offsets are recorded at insertion and checked on every note
-   (``text[start:end]`` is the inserted value, 100% of spans);
+   (``text[start:end]`` is the inserted value, 100% of spans). A template
+   with placeholders is filled ``fills_per_template`` times, each fill with
+   values of its own (VetSynth fills each template many times: about 10k
+   notes from a few hundred seeds); the dedup of steps 2 and 3 judges a
+   template by its first fill, and its other fills are made only when that
+   one is kept, so fills of one template, which differ only in their
+   values, are not taken for near duplicates of each other;
 2. **exact dedup**: the normalised text (whitespace collapsed, case folded)
    is hashed; a note equal to an earlier synthetic note or to any seed note
    is removed;
@@ -47,7 +53,15 @@ from synthdeid.synthesis.placeholders import PlaceholderAllowlist
 log = logging.getLogger(__name__)
 
 SYNTHETIC_SPLIT = "synthetic"
-SETTING_KEYS = {"fill_seed", "near_threshold", "against_seeds", "encoder", "min_surface_chars"}
+SETTING_KEYS = {
+    "fill_seed",
+    "fills_per_template",
+    "near_threshold",
+    "against_seeds",
+    "encoder",
+    "min_surface_chars",
+}
+MAX_FILLS_PER_TEMPLATE = 1000
 
 REMOVALS_SCHEMA = pa.schema(
     [
@@ -102,16 +116,24 @@ def synthetic_note_id(template_id: str) -> str:
     return "syn:" + template_id.removeprefix("tpl:")
 
 
+def fill_id(template_id: str, fill: int) -> str:
+    """The id a template's ``fill``-th fill (0-based) is drawn under: the template's own
+    for the first, so one fill per template gives what it always gave."""
+    return template_id if fill == 0 else f"{template_id}-fill{fill}"
+
+
 def fill_templates(
-    templates: Sequence[Template], filler: TemplateFiller, source: str
+    templates: Sequence[Template], filler: TemplateFiller, source: str, fill: int = 0
 ) -> list[Note]:
-    """Filled notes; the filler checks every one (spans exact, text outside them unchanged)."""
+    """The ``fill``-th fill of each template (:func:`fill_id`); the filler checks every one
+    (spans exact, text outside them unchanged)."""
     notes = []
     for template in templates:
-        filled = filler.fill(template.text, template.template_id)  # checked by the filler
+        key = fill_id(template.template_id, fill)
+        filled = filler.fill(template.text, key)  # checked by the filler
         notes.append(
             Note(
-                note_id=synthetic_note_id(template.template_id),
+                note_id=synthetic_note_id(key),
                 patient_id=template.patient_id,
                 text=filled.text,
                 spans=tuple(filled.spans),
@@ -120,6 +142,28 @@ def fill_templates(
             )
         )
     return notes
+
+
+def refill(
+    templates: Sequence[Template],
+    kept: Sequence[Note],
+    filler: TemplateFiller,
+    source: str,
+    fills: int,
+) -> tuple[list[Note], list[Note]]:
+    """The kept first fills with, after each one that holds a span, fills 2..``fills`` of
+    its template (a template without placeholders has one text only); and the new fills."""
+    by_id = {synthetic_note_id(t.template_id): t for t in templates}
+    notes: list[Note] = []
+    made: list[Note] = []
+    for note in kept:
+        notes.append(note)
+        if note.spans:
+            template = by_id[note.note_id]
+            more = [fill_templates([template], filler, source, k)[0] for k in range(1, fills)]
+            notes.extend(more)
+            made.extend(more)
+    return notes, made
 
 
 def normalized_hash(text: str) -> str:
@@ -215,18 +259,27 @@ def build_pools(
     dedup: DedupSettings,
     source: str,
     progress: bool = False,
+    fills: int = 1,
 ) -> PoolResult:
-    """Fill, dedup (exact, then near when an encoder is given), screen and split."""
+    """Fill, dedup (exact, then near when an encoder is given), fill again ``fills`` times
+    in all, dedup exactly, screen and split."""
     result = PoolResult()
     notes = fill_templates(templates, filler, source)
-    result.counts["templates"] = len(templates)
-    result.counts["filled"] = len(notes)
-    result.counts["filled_spans"] = sum(len(n.spans) for n in notes)
+    filled = list(notes)
     notes, removed = exact_dedup(notes, seeds)
     result.removals.extend(removed)
     if encoder is not None:
         notes, removed = near_dedup(notes, seeds, encoder, dedup, progress)
         result.removals.extend(removed)
+    if fills > 1:
+        notes, made = refill(templates, notes, filler, source, fills)
+        filled += made
+        notes, removed = exact_dedup(notes, seeds)  # a fill that drew the same values
+        result.removals.extend(removed)
+    result.counts["templates"] = len(templates)
+    result.counts["fills_per_template"] = fills
+    result.counts["filled"] = len(filled)
+    result.counts["filled_spans"] = sum(len(n.spans) for n in filled)
     notes, removed = screen_phi(notes, surfaces)
     result.removals.extend(removed)
     result.pii = [n for n in notes if n.spans]
@@ -251,6 +304,14 @@ def check_pool_settings(settings: dict[str, Any]) -> None:
     unknown = sorted(set(settings) - SETTING_KEYS)
     if unknown:
         raise ConfigError(f"pool settings: unknown keys {unknown}; known: {sorted(SETTING_KEYS)}")
+    fills = settings.get("fills_per_template", 1)
+    if isinstance(fills, bool) or not isinstance(fills, int):
+        raise ConfigError(f"pool settings: fills_per_template must be an integer, got {fills!r}")
+    if not 1 <= fills <= MAX_FILLS_PER_TEMPLATE:
+        raise ConfigError(
+            f"pool settings: fills_per_template must lie in 1..{MAX_FILLS_PER_TEMPLATE}, "
+            f"got {fills}"
+        )
 
 
 def pools_from_templates(
@@ -288,6 +349,7 @@ def pools_from_templates(
         ),
         source=source,
         progress=progress,
+        fills=int(settings.get("fills_per_template", 1)),
     )
     return result, filler
 
