@@ -38,11 +38,14 @@ from synthdeid.dplm.privacy import (
     plan_privacy,
 )
 from synthdeid.dplm.sampling import (
+    PlaceholderConstraint,
     Sample,
     SamplingConfig,
     decode_sample,
     generate_samples,
+    has_placeholder,
     perplexity,
+    placeholder_shares,
     validate_sample,
 )
 from synthdeid.dplm.training import (
@@ -327,3 +330,55 @@ def test_lm_settings_must_be_a_json_object(tmp_path: Path) -> None:
     settings.unlink()
     with pytest.raises(InputError, match="not a train-dp-lm model directory"):
         read_lm_settings(tmp_path)
+
+
+# ---------------------------------------------------------------- placeholders at sampling
+
+
+def test_constrained_sampling_gives_pii_samples_placeholders_and_no_pii_samples_none() -> None:
+    """An untrained model seldom writes a placeholder; constrained, every finished pii sample
+    has one and no no_pii sample has any (the share is counted per code)."""
+    _, model, tokenizer = examples_and_model()
+    model.eval()
+    settings = {"per_code": 8, "max_new_tokens": 24, "batch_size": 4, "seed": 2}
+    free = generate_samples(
+        model, tokenizer, ["pii", "no_pii"], SamplingConfig(**settings), device=CPU,
+        progress=False,
+    )  # fmt: skip
+    constrained = generate_samples(
+        model, tokenizer, ["pii", "no_pii"],
+        SamplingConfig(**settings, placeholders="constrained", placeholder_bias=6.0),
+        device=CPU, progress=False,
+    )  # fmt: skip
+    shares = placeholder_shares(constrained)
+    assert shares["no_pii"]["with_placeholder"] == 0
+    assert all(has_placeholder(s.text) for s in constrained if s.code == "pii" and s.finished)
+    assert shares["pii"]["share"] > placeholder_shares(free)["pii"]["share"]
+    assert shares["pii"]["samples"] == 8
+
+
+def test_the_constraint_masks_the_end_until_a_placeholder_is_written() -> None:
+    scores = torch.zeros(2, 10)
+    written = torch.tensor([[1, 2, 7], [1, 2, 3]])  # prompt of 2 tokens; row 0 wrote id 7
+    out = PlaceholderConstraint([7, 8], eos_id=9, prompt_length=2, require=True, bias=2.0)(
+        written, scores
+    )
+    assert out[0, 9] == 0 and out[1, 9] == float("-inf")
+    assert out[1, 7] == 2.0 and out[1, 8] == 2.0
+    forbid = PlaceholderConstraint([7, 8], eos_id=9, prompt_length=2, require=False)(
+        written, scores
+    )
+    assert forbid[0, 7] == float("-inf") and forbid[0, 9] == 0
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"placeholders": "always"},
+        {"placeholders": "constrained", "placeholder_bias": -1.0},
+        {"placeholder_bias": 3.0},
+    ],
+)
+def test_placeholder_settings_are_checked(settings: dict[str, object]) -> None:
+    with pytest.raises(ConfigError, match="placeholder"):
+        SamplingConfig.from_mapping(settings)

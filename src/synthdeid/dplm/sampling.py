@@ -8,6 +8,16 @@ samples. A sample is the decoded text up to the end-of-note token, with
 control tokens removed; placeholders come out whole because they are added
 tokens.
 
+Placeholders under a constraint (``placeholders: constrained``): a model
+fine-tuned with DP-SGD learns the rows of the added placeholder tokens from
+noisy gradients and may give them almost no probability, so its ``pii``
+samples carry no placeholder and the PII pool stays empty. The constraint
+works on the logits at each step (:class:`PlaceholderConstraint`): a sample
+of a code that says ``pii`` cannot end (its end-of-note token is masked)
+before it has written a placeholder, a ``no_pii`` sample never writes one,
+and ``placeholder_bias`` adds to every placeholder token's logit. It is
+post-processing of the trained model, so the privacy guarantee is unchanged.
+
 Samples then go through the template validator (allowlisted, well-formed
 placeholders only; nothing identifier-like) before the local fill turns
 them into labelled notes (:mod:`synthdeid.synthesis.pools`).
@@ -27,16 +37,22 @@ from typing import Any
 
 import torch
 from tqdm import tqdm
+from transformers import LogitsProcessor, LogitsProcessorList
 
 from synthdeid.dplm.corpus import control_token, strip_control_tokens
 from synthdeid.dplm.model import accepts_position_ids
 from synthdeid.dplm.training import forward_logits, pad_batch, per_note_loss, shifted_targets
 from synthdeid.errors import ConfigError
+from synthdeid.mask import PLACEHOLDER_RE
 from synthdeid.settings import settings_from_mapping
 from synthdeid.synthesis.prompts import Variant
 from synthdeid.synthesis.validator import TemplateValidator, Verdict, reject
 
 log = logging.getLogger(__name__)
+
+
+PLACEHOLDER_MODES = ("free", "constrained")
+MAX_PLACEHOLDER_BIAS = 20.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,8 @@ class SamplingConfig:
     batch_size: int = 16
     seed: int = 0
     min_words: int = 5
+    placeholders: str = "free"  # or "constrained" (PlaceholderConstraint)
+    placeholder_bias: float = 0.0
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> SamplingConfig:
@@ -59,6 +77,19 @@ class SamplingConfig:
             )
         if config.temperature <= 0 or not 0 < config.top_p <= 1:
             raise ConfigError("synth.dplm.sampling: temperature > 0 and 0 < top_p <= 1 required")
+        if config.placeholders not in PLACEHOLDER_MODES:
+            raise ConfigError(
+                f"synth.dplm.sampling.placeholders: {config.placeholders!r} is not one of "
+                f"{PLACEHOLDER_MODES}"
+            )
+        if not 0 <= config.placeholder_bias <= MAX_PLACEHOLDER_BIAS:
+            raise ConfigError(
+                f"synth.dplm.sampling.placeholder_bias must lie in 0..{MAX_PLACEHOLDER_BIAS}"
+            )
+        if config.placeholder_bias and config.placeholders != "constrained":
+            raise ConfigError(
+                "synth.dplm.sampling.placeholder_bias applies with placeholders: constrained"
+            )
         return config
 
     def to_json(self) -> dict[str, Any]:
@@ -72,6 +103,72 @@ class Sample:
     text: str
     tokens: int
     finished: bool  # ended with the end-of-note token (not cut at max_new_tokens)
+
+
+def placeholder_token_ids(tokenizer: Any) -> list[int]:
+    """The ids of the tokenizer's added placeholder tokens (``[[DATE_1]]`` ...)."""
+    return sorted(
+        token_id
+        for token, token_id in tokenizer.get_added_vocab().items()
+        if PLACEHOLDER_RE.fullmatch(token)
+    )
+
+
+def has_placeholder(text: str) -> bool:
+    """Whether a sample's text holds a placeholder."""
+    return PLACEHOLDER_RE.search(text) is not None
+
+
+class PlaceholderConstraint(LogitsProcessor):
+    """Placeholders by code, on the logits of each step (see the module docstring).
+
+    ``require``: the end-of-note token is masked in every row that has written
+    no placeholder since ``prompt_length``; placeholder tokens get ``bias``.
+    Otherwise placeholder tokens are masked.
+    """
+
+    def __init__(
+        self, placeholder_ids: Sequence[int], eos_id: int, prompt_length: int, *, require: bool,
+        bias: float = 0.0,
+    ) -> None:  # fmt: skip
+        self.ids = torch.tensor(list(placeholder_ids), dtype=torch.long)
+        self.eos_id = eos_id
+        self.prompt_length = prompt_length
+        self.require = require
+        self.bias = bias
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        ids = self.ids.to(scores.device)
+        if not len(ids):
+            return scores
+        scores = scores.clone()
+        if not self.require:
+            scores[:, ids] = -math.inf
+            return scores
+        scores[:, ids] += self.bias
+        written = torch.isin(input_ids[:, self.prompt_length :], ids).any(dim=1)
+        scores[~written, self.eos_id] = -math.inf
+        return scores
+
+
+def placeholder_shares(samples: Sequence[Sample]) -> dict[str, dict[str, Any]]:
+    """Per control code: samples, those holding at least one placeholder, and their share
+    (None with no sample), before any validation."""
+    shares: dict[str, dict[str, Any]] = {}
+    for code in dict.fromkeys(s.code for s in samples):
+        of_code = [s for s in samples if s.code == code]
+        holding = sum(has_placeholder(s.text) for s in of_code)
+        shares[code] = {
+            "samples": len(of_code),
+            "with_placeholder": holding,
+            "share": holding / len(of_code) if of_code else None,
+        }
+    return shares
+
+
+def requires_placeholder(code: str) -> bool:
+    """Whether a control code says its note has PHI (its ``pii`` part)."""
+    return "pii" in code.split("-")
 
 
 def decode_sample(tokenizer: Any, ids: Sequence[int]) -> tuple[str, int, bool]:
@@ -115,9 +212,21 @@ def generate_samples(
             count = min(config.batch_size, config.per_code - made)
             torch.manual_seed(config.seed * 1_000_003 + code_number * 10_007 + made)
             inputs = torch.tensor([prompt] * count, dtype=torch.long, device=device)
+            processors = LogitsProcessorList()
+            if config.placeholders == "constrained":
+                processors.append(
+                    PlaceholderConstraint(
+                        placeholder_token_ids(tokenizer),
+                        tokenizer.eos_token_id,
+                        len(prompt),
+                        require=requires_placeholder(code),
+                        bias=config.placeholder_bias,
+                    )
+                )
             with torch.no_grad():
                 out = model.generate(
                     input_ids=inputs,
+                    logits_processor=processors,
                     attention_mask=torch.ones_like(inputs),
                     do_sample=True,
                     temperature=config.temperature,

@@ -71,7 +71,12 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from synthdeid.dplm.corpus import ControlCoder
     from synthdeid.dplm.model import load_lm
-    from synthdeid.dplm.sampling import SamplingConfig, generate_samples, validate_sample
+    from synthdeid.dplm.sampling import (
+        SamplingConfig,
+        generate_samples,
+        placeholder_shares,
+        validate_sample,
+    )
     from synthdeid.dplm.training import PRIVACY_FILE, read_lm_settings
     from synthdeid.identifiers import IdentifierScanner
     from synthdeid.synthesis.placeholders import load_allowlist
@@ -168,6 +173,7 @@ def run(args: argparse.Namespace) -> None:
             "acceptance_rate": len(templates) / len(samples) if samples else 0.0,
             "rejected": dict(sorted(rejected.items())),
             "finished": sum(s.finished for s in samples),
+            "with_placeholder": placeholder_shares(samples),
             "seeds_compared": len(seeds),
             "epsilon": privacy.get("epsilon"),
         },
