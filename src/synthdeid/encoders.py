@@ -37,8 +37,6 @@ from __future__ import annotations
 
 import base64
 import bisect
-import fcntl
-import hashlib
 import importlib
 import importlib.metadata
 import io
@@ -51,24 +49,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from synthdeid.artifacts import atomic_directory
+from synthdeid.artifacts import atomic_directory, file_digest
 from synthdeid.errors import ConfigError, InputError
+from synthdeid.pinned import (
+    ASSEMBLED_MARKER,
+    CHUNK,
+    PinnedFile,
+    assembly_lock,
+    copy_hashed,
+    manifest_digest,
+    model_cache_root,
+)
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ENCODER = "bundled-minilm"
 BUNDLED_PREFIX = "bundled-"
-ASSEMBLED_MARKER = "synthdeid_bundled.json"
 MODELS_LOCK = "envs/requirements-models.lock"
-_CHUNK = 1 << 20
-
-
-@dataclass(frozen=True)
-class PinnedFile:
-    """The size and SHA-256 (hex) a file must have."""
-
-    size: int
-    sha256: str
 
 
 @dataclass(frozen=True)
@@ -150,9 +147,6 @@ class SplitZipEncoder(BundledEncoder):
 
     def target(self) -> Path:
         """Where the assembled folder lives: keyed by the pinned files' digest."""
-        # imported here: the synthdeid.llm package costs a quarter second to import
-        from synthdeid.llm.conversion import model_cache_root
-
         return model_cache_root() / f"{self.cache_name}-{manifest_digest(self.files)[:12]}"
 
     def model_path(self) -> Path:
@@ -200,7 +194,8 @@ class SplitZipEncoder(BundledEncoder):
             expected = recorded[0] if recorded else None
             if expected is None or expected.hash is None:
                 continue
-            digest = base64.urlsafe_b64encode(bytes.fromhex(_sha256(path))).rstrip(b"=")
+            sha256 = bytes.fromhex(file_digest(path).removeprefix("sha256:"))
+            digest = base64.urlsafe_b64encode(sha256).rstrip(b"=")
             if path.stat().st_size != expected.size or digest.decode() != expected.hash.value:
                 damaged[distribution] = path
         return damaged
@@ -289,12 +284,6 @@ def default_model_path() -> str:
     return resolve_model_name(None)
 
 
-def manifest_digest(files: Mapping[str, PinnedFile]) -> str:
-    """SHA-256 (hex) over the pinned names, sizes and hashes."""
-    lines = "".join(f"{name}\t{pin.size}\t{pin.sha256}\n" for name, pin in sorted(files.items()))
-    return hashlib.sha256(lines.encode()).hexdigest()
-
-
 def is_intact(folder: Path, files: Mapping[str, PinnedFile], *, full: bool = False) -> bool:
     """Whether ``folder`` is a complete assembly of ``files``: the marker names the same
     pins and every file has its pinned size (and, with ``full``, its SHA-256)."""
@@ -308,7 +297,7 @@ def is_intact(folder: Path, files: Mapping[str, PinnedFile], *, full: bool = Fal
         path = folder / name
         if not path.is_file() or path.stat().st_size != pin.size:
             return False
-        if full and _sha256(path) != pin.sha256:
+        if full and file_digest(path) != f"sha256:{pin.sha256}":
             return False
     return True
 
@@ -388,16 +377,7 @@ def assemble_split_zip(
     An archive that does not open, a member that is missing, fails its CRC or does not
     hash to its pin is an :class:`InputError` naming the volumes that hold it.
     """
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(target.parent / f".{target.name}.lock", "a")  # noqa: SIM115 - held below
-    except OSError as error:
-        raise ConfigError(
-            f"cannot write the model cache {target.parent} ({error}); point "
-            "SYNTHDEID_MODEL_CACHE at a writable folder"
-        ) from error
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one assembly at a time; the others wait for it
+    with assembly_lock(target):
         if is_intact(target, files):
             return target
         log.info("assembling %s from %d volumes into %s (once)", folder, len(volumes), target)
@@ -417,7 +397,7 @@ def assemble_split_zip(
 
 def _open_archive(stream: ConcatenatedVolumes) -> zipfile.ZipFile:
     try:
-        return zipfile.ZipFile(io.BufferedReader(stream, _CHUNK))
+        return zipfile.ZipFile(io.BufferedReader(stream, CHUNK))
     except (zipfile.BadZipFile, OSError, EOFError) as error:
         names = ", ".join(str(p) for p in stream.paths)
         raise InputError(
@@ -447,28 +427,15 @@ def _extract_checked(
     # the member's bytes: its local header (30 bytes, the name, an extra field) and data
     span = (info.header_offset, info.header_offset + 64 + len(member) + info.compress_size)
     where = ", ".join(str(p) for p in stream.volumes_at(*span))
-    digest = hashlib.sha256()
-    size = 0
     try:
         with archive.open(info) as source, destination.open("wb") as out:
-            while chunk := source.read(_CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-                out.write(chunk)
+            copied = copy_hashed(source, out)
     except (zipfile.BadZipFile, zlib.error, EOFError) as error:
         raise InputError(where, member, f"corrupt archive data ({error})") from error
-    if size != pin.size or digest.hexdigest() != pin.sha256:
+    if copied != pin:
         raise InputError(
             where,
             member,
-            f"{size} bytes with SHA-256 {digest.hexdigest()}, pinned {pin.size} bytes with "
+            f"{copied.size} bytes with SHA-256 {copied.sha256}, pinned {pin.size} bytes with "
             f"{pin.sha256}",
         )
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()

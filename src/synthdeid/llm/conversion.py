@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.llm.models import ModelRef
+from synthdeid.pinned import model_cache_root
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +36,6 @@ def pretrained_location(ref: ModelRef) -> tuple[str, dict[str, Any]]:
         if converted is not None:
             return str(converted), {}
     return location, options
-
-
-def model_cache_root() -> Path:
-    """Where GGUF models converted for transformers are kept (``$SYNTHDEID_MODEL_CACHE``)."""
-    configured = os.environ.get("SYNTHDEID_MODEL_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "synthdeid" / "models"
 
 
 def converted_gguf(ref: ModelRef) -> Path | None:
