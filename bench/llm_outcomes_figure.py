@@ -14,7 +14,6 @@ interval.
 from __future__ import annotations
 
 import argparse
-import math
 from collections import Counter
 from pathlib import Path
 
@@ -23,6 +22,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pyarrow.parquet as pq
+
+from synthdeid.stats import wilson_interval
 
 # Okabe-Ito colours: told apart with any colour vision
 GROUPS = (
@@ -49,13 +50,6 @@ def group(reason: str | None) -> str:
     return "placeholder misuse"
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", help="LABEL=templates.parquet")
@@ -71,7 +65,8 @@ def main() -> None:
         counts = Counter(group(r) for r in sent)
         labels.append(f"{label}\n(n = {len(sent)} sent, {refused} refused by the guard)")
         shares.append({name: counts[name] / len(sent) for name, _ in GROUPS})
-        intervals.append(wilson(counts["accepted"], len(sent)))
+        interval = wilson_interval(counts["accepted"], len(sent))
+        intervals.append((interval.lo, interval.hi))
     figure, axis = plt.subplots(figsize=(9, 1.1 + 0.9 * len(labels)))
     for row, share in enumerate(shares):
         left = 0.0

@@ -11,27 +11,80 @@ chosen as ``generate-templates`` chooses seeds) with the teacher's settings
 from the config file, then scores the silver labels against gold with
 ``evaluate-ner`` (per label precision, recall, F1 with bootstrap intervals),
 exactly as the ``label_teacher`` and ``evaluate_teacher`` rules do. The
-sampled notes and the cached answers hold real notes' PHI: they are written
-under ``<out>/local/``.
+sampled notes, the teacher's labels and the cached answers hold real notes'
+PHI: they are written under ``<out>/local/``. ``bench/llm_tasks.py`` uses the
+same three steps (:func:`write_sample`, :func:`label_sample`,
+:func:`score_sample`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import yaml
 
 from synthdeid.artifacts import write_parquet_atomic
+from synthdeid.cli import run_stage
 from synthdeid.local_only import LOCAL_DIR, LOCAL_ONLY_METADATA
 from synthdeid.notes import read_notes
-from synthdeid.stages.generate_templates import sample_seeds
+from synthdeid.stages.generate_templates import sample_ids
+from synthdeid.teacher.outputs import LABELS
 
 WORKFLOW_TEACHER_KEYS = ("name", "student")
+
+
+def write_sample(notes: Path, part: str, size: int, seed: int, path: Path) -> tuple[int, int]:
+    """A random ``size`` of the notes of split ``part`` (:func:`sample_ids` of their ids),
+    with their gold spans, written local-only to ``path``; (notes sampled, notes in the part)."""
+    part_ids = [note.note_id for note in read_notes(notes) if note.split == part]
+    if not part_ids:
+        raise SystemExit(f"{notes}: no notes in split part {part!r}")
+    sample = sample_ids(part_ids, size, seed)
+    table = pq.read_table(notes)
+    rows = [i for i, note_id in enumerate(table.column("note_id").to_pylist()) if note_id in sample]
+    subset = table.take(rows)
+    subset = subset.replace_schema_metadata(
+        {**(subset.schema.metadata or {}), **LOCAL_ONLY_METADATA}
+    )
+    write_parquet_atomic(subset, path)
+    return len(sample), len(part_ids)
+
+
+def label_sample(
+    notes: Path,
+    part: str,
+    teacher: str,
+    settings: Mapping[str, Any],
+    out_dir: Path,
+    *,
+    cache_dir: Path | None = None,
+    threads: int = 1,
+) -> Path:
+    """``label-teacher`` on the sampled notes (its folder belongs under a local/ folder:
+    the labels hold the notes); returns the labels table."""
+    run_stage(
+        "label-teacher", "--notes", str(notes), "--parts", part,
+        "--teacher", teacher, "--settings", json.dumps(settings),
+        "--out-dir", str(out_dir), "--threads", str(threads),
+        *(["--cache-dir", str(cache_dir)] if cache_dir is not None else []),
+    )  # fmt: skip
+    return out_dir / LABELS
+
+
+def score_sample(notes: Path, labels: Path, part: str, run: str, out_dir: Path) -> Path:
+    """``evaluate-ner`` of the labels against the sampled notes' gold (counts and figures
+    only, no text); returns its metrics.json."""
+    run_stage(
+        "evaluate-ner", "--gold", str(notes), "--predictions", str(labels),
+        "--run", run, "--parts", part, "--out-dir", str(out_dir),
+    )  # fmt: skip
+    return out_dir / "metrics.json"
 
 
 def main() -> None:
@@ -49,38 +102,25 @@ def main() -> None:
     [entry] = [t for t in config["teacher"]["teachers"] if t["name"] == args.teacher]
     settings = {k: v for k, v in entry.items() if k not in WORKFLOW_TEACHER_KEYS}
 
-    part = [n for n in read_notes(args.notes) if n.split == args.part]
-    sample = {n.note_id for n in sample_seeds(part, args.size, args.seed)}
-    table = pq.read_table(args.notes)
-    rows = [i for i, note_id in enumerate(table.column("note_id").to_pylist()) if note_id in sample]
-    subset = table.take(rows)
-    subset = subset.replace_schema_metadata(
-        {**(subset.schema.metadata or {}), **LOCAL_ONLY_METADATA}
+    local = args.out / LOCAL_DIR
+    notes = local / "sample_notes.parquet"
+    sampled, total = write_sample(args.notes, args.part, args.size, args.seed, notes)
+    print(f"{sampled} of {total} {args.part} notes -> {notes}", file=sys.stderr)
+    labels = label_sample(
+        notes,
+        args.part,
+        args.teacher,
+        settings,
+        local / "labels",
+        cache_dir=local / "llm_cache",
     )
-    notes = args.out / LOCAL_DIR / "sample_notes.parquet"
-    write_parquet_atomic(subset, notes)
-    print(f"{len(sample)} of {len(part)} {args.part} notes -> {notes}", file=sys.stderr)
-
-    labels_dir = args.out / "labels"
-    synthdeid = [sys.executable, "-m", "synthdeid"]
-    subprocess.run(
-        [
-            *synthdeid, "label-teacher", "--notes", str(notes), "--parts", args.part,
-            "--teacher", args.teacher, "--settings", json.dumps(settings),
-            "--out-dir", str(labels_dir), "--threads", "1",
-            "--cache-dir", str(args.out / LOCAL_DIR / "llm_cache"),
-        ],
-        check=True,
-    )  # fmt: skip
-    subprocess.run(
-        [
-            *synthdeid, "evaluate-ner", "--gold", str(notes),
-            "--predictions", str(labels_dir / "labels.parquet"),
-            "--run", f"teacher:{args.teacher}:sample{args.size}", "--parts", args.part,
-            "--skip-unpredicted", "--out-dir", str(args.out / "evaluation"),
-        ],
-        check=True,
-    )  # fmt: skip
+    score_sample(
+        notes,
+        labels,
+        args.part,
+        f"teacher:{args.teacher}:sample{args.size}",
+        args.out / "evaluation",
+    )
 
 
 if __name__ == "__main__":

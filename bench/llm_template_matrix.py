@@ -12,6 +12,8 @@ Markdown table: accepted share with a Wilson 95% interval, the rejection
 reasons, output tokens, and seconds per template. Every run keeps its
 templates table and summary under ``--out`` (releasable: masked text and
 validated templates) and its sent requests under ``--out/.../local/``.
+``bench/llm_tasks.py`` runs the step and reads its outcomes with the same
+functions (:func:`generate`, :func:`outcomes`).
 """
 
 from __future__ import annotations
@@ -19,29 +21,82 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
-import sys
 import time
+from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from synthdeid.cli import run_stage
+from synthdeid.stats import wilson_interval
+from synthdeid.synthesis.templates import REFUSED_BY_GUARD
+from synthdeid.synthesis.validator import ACCEPTED
 
 PROMPTS = (
     "resources/prompts/template_rewrite.yaml",
     "resources/prompts/template_rewrite_small.yaml",
 )
 CONSTRAINTS = ("free", "json", "placeholders")
+ALLOWLIST = "resources/placeholders.yaml"
 
 
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of k successes in n trials."""
-    if n == 0:
-        return (math.nan, math.nan)
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (max(0.0, centre - half), min(1.0, centre + half))
+def generate(
+    masked: Path,
+    removed: Path,
+    prompt: str | Path,
+    settings: Mapping[str, Any],
+    out: Path,
+    allowlist: str | Path = ALLOWLIST,
+) -> float:
+    """``generate-templates`` into ``out`` (templates.parquet, summary.json; the sent
+    requests in ``out/local/``), in this process; the seconds it took."""
+    started = time.monotonic()
+    run_stage(
+        "generate-templates", "--masked", str(masked), "--removed", str(removed),
+        "--allowlist", str(allowlist), "--prompt", str(prompt),
+        "--settings", json.dumps(settings), "--no-progress",
+        "--out", str(out / "templates.parquet"), "--summary", str(out / "summary.json"),
+    )  # fmt: skip
+    return time.monotonic() - started
 
 
-def run_one(args: argparse.Namespace, prompt: str, constrain: str) -> dict[str, object]:
+def outcomes(templates: Path) -> dict[str, Any]:
+    """What became of a templates table's requests, from its status and reason columns.
+
+    ``requested``, ``refused`` (by the guard: never sent), ``sent``,
+    ``accepted``, ``share`` (accepted of sent) with its Wilson 95% interval
+    ``ci`` (both None when nothing was sent), ``rejections`` (reason -> count,
+    refusals apart, most frequent first) and the ``output_tokens`` recorded (None
+    when no answer recorded any).
+    """
+    table = pq.read_table(templates, columns=["status", "reason", "output_tokens"])
+    statuses = table.column("status").to_pylist()
+    reasons = table.column("reason").to_pylist()
+    refused = sum(reason == REFUSED_BY_GUARD for reason in reasons)
+    accepted = sum(status == ACCEPTED for status in statuses)
+    sent = len(statuses) - refused
+    rejected = Counter(
+        reason
+        for status, reason in zip(statuses, reasons, strict=True)
+        if status != ACCEPTED and reason != REFUSED_BY_GUARD
+    )
+    tokens = [t for t in table.column("output_tokens").to_pylist() if t is not None]
+    interval = wilson_interval(accepted, sent) if sent else None
+    return {
+        "requested": len(statuses),
+        "refused": refused,
+        "sent": sent,
+        "accepted": accepted,
+        "share": interval.estimate if interval else None,
+        "ci": [interval.lo, interval.hi] if interval else None,
+        "rejections": dict(sorted(rejected.items(), key=lambda kv: (-kv[1], str(kv[0])))),
+        "output_tokens": sum(tokens) if tokens else None,
+    }
+
+
+def run_one(args: argparse.Namespace, prompt: str, constrain: str) -> dict[str, Any]:
     name = f"{Path(prompt).stem}-{constrain}"
     out = args.out / name
     out.mkdir(parents=True, exist_ok=True)
@@ -58,43 +113,29 @@ def run_one(args: argparse.Namespace, prompt: str, constrain: str) -> dict[str, 
         },
     }  # fmt: skip
     results = Path("results")
-    started = time.monotonic()
-    subprocess.run(
-        [
-            sys.executable, "-m", "synthdeid", "generate-templates",
-            "--masked", str(results / "mask_seeds" / args.corpus / "masked.parquet"),
-            "--removed", str(results / "mask_seeds" / args.corpus / "local/removed_values.parquet"),
-            "--allowlist", "resources/placeholders.yaml", "--prompt", prompt,
-            "--settings", json.dumps(settings), "--no-progress",
-            "--out", str(out / "templates.parquet"), "--summary", str(out / "summary.json"),
-        ],
-        check=True,
-    )  # fmt: skip
-    seconds = time.monotonic() - started
-    summary = json.loads((out / "summary.json").read_text())["summary"]
+    seconds = generate(
+        results / "mask_seeds" / args.corpus / "masked.parquet",
+        results / "mask_seeds" / args.corpus / "local/removed_values.parquet",
+        prompt,
+        settings,
+        out,
+    )
     return {"name": name, "prompt": Path(prompt).stem, "constrain": constrain,
-            "seconds": seconds, **summary}  # fmt: skip
+            "seconds": seconds, **outcomes(out / "templates.parquet")}  # fmt: skip
 
 
-def table(rows: list[dict[str, object]]) -> str:
+def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| prompt | constraint | sent | accepted | share [95% CI] | rejections | out tokens / template | s / template |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        guard = row["guard"]
-        sent = int(guard["sent"])  # type: ignore[index]
-        accepted = int(row["accepted"])  # type: ignore[arg-type]
-        low, high = wilson(accepted, sent)
-        share = f"{accepted / sent:.0%} [{low:.0%}, {high:.0%}]" if sent else "n/a"
-        reasons = row["rejections"]
-        assert isinstance(reasons, dict)
-        rejected = ", ".join(
-            f"{k} {v}" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])
-            if k != "refused_by_guard"
-        ) or "none"  # fmt: skip
-        tokens = int(row["output_tokens"]) / sent if sent else math.nan  # type: ignore[arg-type]
-        per = float(row["seconds"]) / sent if sent else math.nan  # type: ignore[arg-type]
+        sent, accepted = int(row["sent"]), int(row["accepted"])
+        share = f"{row['share']:.0%} [{row['ci'][0]:.0%}, {row['ci'][1]:.0%}]" if sent else "n/a"
+        rejected = ", ".join(f"{k} {v}" for k, v in row["rejections"].items()) or "none"
+        recorded = row["output_tokens"] is not None
+        tokens = int(row["output_tokens"]) / sent if sent and recorded else math.nan
+        per = float(row["seconds"]) / sent if sent else math.nan
         lines.append(
             f"| {row['prompt']} | {row['constrain']} | {sent} | {accepted} | {share} | "
             f"{rejected} | {tokens:.0f} | {per:.1f} |"

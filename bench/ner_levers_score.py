@@ -80,13 +80,6 @@ def choose_threshold(
     return choose(rows, rule)
 
 
-def synthdeid(*args: str) -> None:
-    """A synthdeid stage, in this process (the imports are paid once for every run)."""
-    code = cli.main(list(args))
-    if code != 0:
-        raise SystemExit(f"synthdeid {args[0]} failed with exit code {code}")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=Path, required=True, help="the sweep's runs/ folder")
@@ -149,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
         provenance = make_provenance("ner-levers-score", params | {"regex": regex})
         predicted = [n.with_text(n.text, s) for n, s in zip(holdout, spans, strict=True)]
         write_parquet_atomic(notes_to_table(predicted), work / "predictions.parquet", provenance)
-        synthdeid(
+        cli.run_stage(
             "evaluate-ner",
             "--gold",
             str(args.notes),
@@ -183,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         write_json_atomic(history, model / "training_history.json")
         archived = args.archive / name
-        synthdeid(
+        cli.run_stage(
             "archive-run",
             "--run",
             name,

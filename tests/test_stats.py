@@ -14,6 +14,7 @@ from synthdeid.stats import (
     Interval,
     bonferroni,
     bootstrap_mean_interval,
+    cohen_kappa,
     defined_or_none,
     difference_test,
     is_significant,
@@ -197,3 +198,20 @@ def test_quartiles_are_numpy_linear_percentiles() -> None:
     assert all(type(q) is float for q in quartiles(np.array([1, 2, 3])))
     with pytest.raises(ValueError, match="at least one value"):
         quartiles([])
+
+
+def test_cohen_kappa_perfect_chance_undefined_and_by_hand() -> None:
+    assert cohen_kappa([True, False, True, False], [True, False, True, False]) == 1.0
+    # observed 1/2, chance 1/2 * 1/2 + 1/2 * 1/2 = 1/2: no better than chance
+    assert cohen_kappa([True, True, False, False], [True, False, True, False]) == 0.0
+    assert cohen_kappa([], []) is None
+    # both raters always say yes: chance agreement 1, kappa undefined (not 1, not 0)
+    assert cohen_kappa([True] * 5, [True] * 5) is None
+    # 24 pairs, 22 agree; 3 and 1 yes: chance (3 * 1 + 21 * 23) / 24^2 = 486 / 576
+    first = [True, True, True] + [False] * 21
+    second = [False, False, True] + [False] * 21
+    assert cohen_kappa(first, second) == pytest.approx((22 / 24 - 486 / 576) / (1 - 486 / 576))
+    # any categories: agreement below chance is negative
+    assert cohen_kappa(["a", "b", "c"], ["b", "c", "a"]) == pytest.approx(-0.5)
+    with pytest.raises(ValueError, match="not the same"):
+        cohen_kappa([True], [True, False])

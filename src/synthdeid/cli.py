@@ -328,6 +328,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def run_stage(*argv: str) -> None:
+    """Run ``synthdeid *argv`` in this process, as a rule runs it (for scripts that chain
+    stages and pay the imports once); SystemExit naming the stage when it fails."""
+    code = main(list(argv))
+    if code != 0:
+        stage = next((a for a in argv if a in STAGES), "")
+        raise SystemExit(f"synthdeid {stage} failed with exit code {code}")
+
+
 def describe_os_error(exc: OSError) -> str:
     """One line naming the path(s) and the problem: ``out.parquet: Is a directory``."""
     where = str(exc.filename)

@@ -17,12 +17,14 @@ null. An :class:`Interval` is an estimate with its bounds, NaN where undefined.
 * Closed forms: :func:`wilson_interval` (a share), :func:`t_interval` (a mean
   over few values, e.g. training seeds), :func:`sample_sd` and
   :func:`quartiles` (numpy linear percentiles 25/50/75).
+* Agreement: :func:`cohen_kappa` (two raters' verdicts on the same items).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -240,3 +242,24 @@ def quartiles(values: Sequence[float] | np.ndarray) -> tuple[float, float, float
         raise ValueError("quartiles need at least one value")
     q1, median, q3 = np.percentile(array, [25, 50, 75])
     return float(q1), float(median), float(q3)
+
+
+def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable]) -> float | None:
+    """Cohen's kappa of two raters' verdicts on the same items (any categories).
+
+    ``(p_o - p_e) / (1 - p_e)``: ``p_o`` the share of items given the same
+    verdict, ``p_e = sum_k p1(k) * p2(k)`` the agreement expected by chance from
+    each rater's own shares. Computed from counts, ``(n * agree - S) / (n^2 - S)``
+    with ``S = sum_k n1(k) * n2(k)``, so 1 and 0 come out exactly. None (undefined)
+    when there is no item, or when chance agreement is 1 (both raters gave one
+    and the same verdict to every item).
+    """
+    if len(first) != len(second):
+        raise ValueError(f"the raters judged {len(first)} and {len(second)} items, not the same")
+    n = len(first)
+    agree = sum(a == b for a, b in zip(first, second, strict=True))
+    counts_first, counts_second = Counter(first), Counter(second)
+    chance = sum(count * counts_second[verdict] for verdict, count in counts_first.items())
+    if n == 0 or chance == n * n:
+        return None
+    return (n * agree - chance) / (n * n - chance)

@@ -28,7 +28,7 @@ import argparse
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -134,16 +134,23 @@ def check_seed_placeholders(path: Path, seeds: list[Note], allowlist_names: set[
                 )
 
 
-def sample_seeds(seeds: list[Note], size: int, seed: int) -> list[Note]:
-    """A random subset of ``size`` seeds, the same for the same note ids and ``seed``
-    whatever their order, kept in their original order (all when ``size`` >= their number)."""
+def sample_ids(ids: Iterable[str], size: int, seed: int) -> set[str]:
+    """A random ``size`` of ``ids`` (all when ``size`` >= their number), the same for the
+    same ids and ``seed`` whatever their order: those whose SHA-256 of ``<seed>:<id>`` is
+    smallest."""
     if size < 1:
         raise ConfigError(f"template seed_sample.size must be >= 1, not {size}")
 
-    def rank(note: Note) -> str:
-        return hashlib.sha256(f"{seed}:{note.note_id}".encode()).hexdigest()
+    def rank(key: str) -> str:
+        return hashlib.sha256(f"{seed}:{key}".encode()).hexdigest()
 
-    chosen = {note.note_id for note in sorted(seeds, key=rank)[:size]}
+    return set(sorted(ids, key=rank)[:size])
+
+
+def sample_seeds(seeds: list[Note], size: int, seed: int) -> list[Note]:
+    """A random subset of ``size`` seeds (:func:`sample_ids` of their note ids), kept in
+    their original order."""
+    chosen = sample_ids((note.note_id for note in seeds), size, seed)
     return [note for note in seeds if note.note_id in chosen]
 
 

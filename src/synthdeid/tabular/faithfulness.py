@@ -114,6 +114,7 @@ from typing import Any
 from synthdeid.errors import ConfigError
 from synthdeid.llm.answers import AnswerError, parse_json_object
 from synthdeid.prompt_file import FORMAT, PromptFile, load_prompt_file
+from synthdeid.stats import cohen_kappa
 from synthdeid.tabular.spec import BINNED, MISSING, Bin, TableSpec, Variable, format_number
 
 CORRECT = "correct"
@@ -512,7 +513,8 @@ def per_variable_accuracy(
 @dataclass(frozen=True)
 class Agreement:
     """How often two checkers give the same verdict on the same pairs; ``kappa`` is
-    Cohen's kappa, None when chance agreement is 1 (both always say the same thing)."""
+    Cohen's kappa (:func:`~synthdeid.stats.cohen_kappa`), None when chance agreement
+    is 1 (both always say the same thing)."""
 
     pairs: int
     observed: float | None
@@ -538,12 +540,8 @@ def agreement(
             b.append(other.correct)
     if not a:
         return Agreement(0, None, None)
-    n = len(a)
-    observed = sum(x == y for x, y in zip(a, b, strict=True)) / n
-    p_a, p_b = sum(a) / n, sum(b) / n
-    chance = p_a * p_b + (1 - p_a) * (1 - p_b)
-    kappa = None if chance >= 1.0 else (observed - chance) / (1.0 - chance)
-    return Agreement(n, observed, kappa)
+    observed = sum(x == y for x, y in zip(a, b, strict=True)) / len(a)
+    return Agreement(len(a), observed, cohen_kappa(a, b))
 
 
 def overall_accuracy(per_variable: Mapping[str, float | None]) -> float | None:
