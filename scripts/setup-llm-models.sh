@@ -19,22 +19,7 @@ if [[ ! -x $python ]]; then
 fi
 
 # Installed already: every pin of the lock at its version.
-if "$python" - "$lock" <<'EOF'; then
-import importlib.metadata as metadata
-import sys
-
-pins = {}
-for line in open(sys.argv[1], encoding="utf-8"):
-    line = line.split("#")[0].strip()
-    if "==" in line:
-        name, _, pinned = line.partition("==")
-        pins[name] = pinned.split()[0]
-try:
-    ok = all(metadata.version(name) == pinned for name, pinned in pins.items())
-except metadata.PackageNotFoundError:
-    ok = False
-sys.exit(0 if ok else 1)
-EOF
+if "$python" scripts/pins-installed.py "$lock"; then
   say "the packages of $lock are already installed in $venv"
   exit 0
 fi

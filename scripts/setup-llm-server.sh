@@ -27,23 +27,7 @@ fi
 pip=("$python" -m pip --disable-pip-version-check)
 
 # Installed already: llama-cpp-python at $version and every pin of the lock at its version.
-if "$python" - "$version" "$lock" <<'EOF'; then
-import importlib.metadata as metadata
-import sys
-
-version, lock = sys.argv[1], sys.argv[2]
-pins = {"llama-cpp-python": version}
-for line in open(lock, encoding="utf-8"):
-    line = line.split("#")[0].strip()
-    if line:
-        name, _, pinned = line.partition("==")
-        pins[name] = pinned
-try:
-    ok = all(metadata.version(name) == pinned for name, pinned in pins.items())
-except metadata.PackageNotFoundError:
-    ok = False
-sys.exit(0 if ok else 1)
-EOF
+if "$python" scripts/pins-installed.py "$lock" "llama-cpp-python==$version"; then
   say "llama-cpp-python[server]==$version is already installed in $venv"
   exit 0
 fi
