@@ -24,7 +24,7 @@ LAYERS: Layers = (
     # the canonical notes table, reading and splitting corpora, and what every step
     # shares: artifacts, errors, settings, argument types, logging, the device, the
     # identifier grammar, statistics and report formatting, runtime flags, shards,
-    # hashed sets of whole-corpus keys
+    # hashed sets of whole-corpus keys, files pinned by digest
     (
         "corpus",
         (
@@ -50,6 +50,7 @@ LAYERS: Layers = (
             "figures",
             "runtime",
             "shards",
+            "pinned",
         ),
     ),
     # placeholders for PHI, surrogate values, and the identifier scanner built on both
