@@ -35,7 +35,9 @@ templates
     status and reason columns (:func:`llm_template_matrix.outcomes`). The
     accepted templates are filled (``fill-templates``: deduplicated against
     the seeds, screened for seed PHI, no near-duplicate encoder) and the
-    pool is compared with the real train part by ``diagnose-synthetic``
+    pool (each template with placeholders filled ``--fills`` times, as
+    ``pools.fills_per_template``) is compared with the real train part by
+    ``diagnose-synthetic``
     without embeddings (unigram JSD, words per note; the Frechet distance
     needs the encoder and is left out); n/a when nothing was accepted.
 verbalizer
@@ -121,6 +123,7 @@ COLUMNS = (
     "teacher recall / precision [n]",
     "invalid JSON",
     "templates accepted placeholders / free [n, 95% CI]",
+    "PII pool notes placeholders / free [fills]",
     "verbalizer faithful share [n]",
     "judge kappa [n usable]",
     "tokens/s",
@@ -135,7 +138,9 @@ holdout) and is scored against their gold spans by `evaluate-ner` (span
 overlap with the same label, all labels). Templates are rewritten from masked
 seed notes (variant `standard`, once each, with `constrain: placeholders`
 and with `constrain: free` on the same seeds); n is the requests sent, the
-interval Wilson's 95%. The verbalizer writes reports from rows of the table
+interval Wilson's 95%; the PII pool counts the distinct notes with PHI after
+each accepted template is filled (the fills per template in brackets), deduplicated
+and screened for seed PHI. The verbalizer writes reports from rows of the table
 given (its train rows, or synthetic samples); their faithful share is the
 rule checker's overall accuracy over n accepted reports. The judge's kappa is
 Cohen's, against the rule checker, over the n pairs it answered for. Tokens/s
@@ -250,7 +255,12 @@ def pool_diagnostics(args: argparse.Namespace, templates: Path, out: Path) -> di
     of the pool against the real train notes."""
     pools = out / "pools"
     notes = need(args.notes, "--notes", "templates")
-    settings = {"fill_seed": args.seed, "encoder": False, "against_seeds": True}
+    settings = {
+        "fill_seed": args.seed,
+        "encoder": False,
+        "against_seeds": True,
+        "fills_per_template": args.fills,
+    }
     run_stage(
         "fill-templates", "--templates", str(templates), "--notes", str(notes),
         "--seed-parts", SEED_PART, "--removed", str(args.removed),
@@ -261,6 +271,7 @@ def pool_diagnostics(args: argparse.Namespace, templates: Path, out: Path) -> di
     )  # fmt: skip
     counts = json.loads((pools / "summary.json").read_text())["summary"]
     found: dict[str, Any] = {
+        "fills_per_template": args.fills,
         "pii_notes": counts["pii_notes"],
         "no_pii_notes": counts["no_pii_notes"],
         "removed": counts["removed"],
@@ -523,6 +534,15 @@ def row_cells(model: str, result: Mapping[str, Any]) -> list[str]:
     templates_cell = " / ".join(
         share_cell(t["share"], t["n"], t["ci"]) if t["run"] else NOT_AVAILABLE for t in templates
     )
+    pool_cell = (
+        " / ".join(
+            str(t["pool"]["pii_notes"])
+            if t["run"] and t["pool"]
+            else ("0" if t["run"] else NOT_AVAILABLE)
+            for t in templates
+        )
+        + f" [{result['sizes'].get('fills_per_template', 1)}]"
+    )
     verbalizer_cell = (
         f"{number_or_na(verbalizer['faithful_share'], '.3f')} [{verbalizer['n']}]"
         if verbalizer["run"]
@@ -543,6 +563,7 @@ def row_cells(model: str, result: Mapping[str, Any]) -> list[str]:
         teacher_cell,
         invalid_cell,
         templates_cell,
+        pool_cell,
         verbalizer_cell,
         judge_cell,
         number_or_na(result["tasks"]["speed"]["tokens_per_second"], ".1f"),
@@ -624,6 +645,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         parser.add_argument(
             f"--{task}-size", type=non_negative_int, default=20, help=f"{what}; 0 skips the task"
         )
+    parser.add_argument(
+        "--fills", type=positive_int, default=1, help="fills per accepted template in the pool"
+    )
     parser.add_argument("--seed", type=int, default=0, help="the subsets' and requests' seed")
     parser.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     parser.add_argument("--out", type=Path, required=True)
@@ -652,6 +676,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "teacher": args.teacher_size,
             "templates": args.template_size,
             "verbalizer": args.verbalize_size,
+            "fills_per_template": args.fills,
         },
         "seed": args.seed,
         "machine": machine(args),

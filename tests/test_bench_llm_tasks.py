@@ -96,6 +96,7 @@ TEMPLATES = {
         "syncope": ("prose", "invalid_json"),
     },
 }
+FILLS = 3  # each accepted template with placeholders is filled this many times
 TOKENS = {"teacher": 40, "template": 30, "report": 20, "judge": 10}
 
 
@@ -274,6 +275,7 @@ def arguments(server: ScriptedChatServer, inputs: dict[str, Path], out: Path, si
         *(f"--{name}={path}" for name, path in inputs.items()),
         *(f"--{task}-size={size}" for task in ("teacher", "template", "verbalize")),
         f"--seed={SEED}",
+        f"--fills={FILLS}",
         "--threads=1",
         "--out",
         str(out / "scripted"),
@@ -337,7 +339,9 @@ def test_every_task_is_measured_and_every_figure_is_the_known_one(
         assert found["rejections"] == rejections
         assert found["output_tokens"] == 4 * TOKENS["template"]
         pool = found["pool"]
-        assert pool["pii_notes"] + pool["no_pii_notes"] == accepted
+        # every template here has placeholders: each is filled FILLS times, all distinct
+        assert pool["fills_per_template"] == FILLS
+        assert (pool["pii_notes"], pool["no_pii_notes"]) == (FILLS * accepted, 0)
         assert 0.0 < pool["diagnostics"]["unigram_jsd"] <= 1.0
         assert pool["diagnostics"]["frechet_distance"] is None
     assert tasks["templates"]["placeholders"]["accepted"] == 2
@@ -376,7 +380,12 @@ def test_every_task_is_measured_and_every_figure_is_the_known_one(
     assert result["backend"] == backend(chat_server)
     description = result["backend_description"]
     assert (description["model"], description["base_url"]) == ("scripted", chat_server.url)
-    assert result["sizes"] == {"teacher": 4, "templates": 4, "verbalizer": 4}
+    assert result["sizes"] == {
+        "teacher": 4,
+        "templates": 4,
+        "verbalizer": 4,
+        "fills_per_template": FILLS,
+    }
     assert result["machine"]["cpu"] and result["machine"]["threads"] == 1
     assert datetime.fromisoformat(result["date"]).tzinfo is not None
     assert result["command"].startswith("python bench/llm_tasks.py --model-name scripted")
@@ -392,16 +401,17 @@ def test_every_task_is_measured_and_every_figure_is_the_known_one(
     row = next(line for line in text.splitlines() if line.startswith("| scripted |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
     p_ci, f_ci = wilson_interval(2, 4), wilson_interval(1, 4)
-    assert cells[:7] == [
+    assert cells[:8] == [
         "scripted",
         "0.33 / 0.67 [4]",
         "25% (1 of 4)",
         f"50% [4, {p_ci.lo:.0%}-{p_ci.hi:.0%}] / 25% [4, {f_ci.lo:.0%}-{f_ci.hi:.0%}]",
+        f"{2 * FILLS} / {FILLS} [{FILLS}]",
         "0.056 [3]",
         "0.47 [24]",
         f"{speed['tokens_per_second']:.1f}",
     ]
-    assert cells[7].startswith(f"teacher {teacher['seconds_per_item']:.1f}, templates ")
+    assert cells[8].startswith(f"teacher {teacher['seconds_per_item']:.1f}, templates ")
 
     # no PHI of a seed note outside the local/ folders
     surfaces = [p for people in SEEDS.values() for p in people[:2]]
@@ -430,7 +440,8 @@ def test_a_size_of_0_skips_its_task_and_the_table_says_n_a(
     assert tasks["judge"]["run"] is False and tasks["speed"]["tokens_per_second"] is None
     row = (tmp_path / "llm-tasks.md").read_text().splitlines()[-1]
     assert row == (
-        "| scripted | n/a | n/a | n/a / n/a | n/a | n/a | n/a | teacher n/a, templates "
+        f"| scripted | n/a | n/a | n/a / n/a | n/a / n/a [{FILLS}] | n/a | n/a | n/a | "
+        "teacher n/a, templates "
         "n/a / n/a, verbalizer n/a, judge n/a |"
     )
 
