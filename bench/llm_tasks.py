@@ -208,6 +208,8 @@ def teacher_task(args: argparse.Namespace) -> dict[str, Any]:
         "backend": args.backend,
         "trusted_hosts": args.trusted_hosts,
     }
+    if args.teacher_max_tokens is not None:
+        settings["generation"] = {"max_tokens": args.teacher_max_tokens}
     if args.teacher_prompt is not None:
         settings["prompt"] = str(args.teacher_prompt)
     started = time.monotonic()
@@ -631,6 +633,12 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--allowlist", type=Path, default=Path(ALLOWLIST))
     parser.add_argument(
         "--teacher-prompt", type=Path, default=None, help="default: the teacher's own"
+    )
+    parser.add_argument(
+        "--teacher-max-tokens",
+        type=positive_int,
+        default=None,
+        help="the teacher's answer length cap (default: the teacher's own)",
     )
     parser.add_argument("--template-prompt", type=Path, default=Path(TEMPLATE_PROMPT))
     parser.add_argument("--report-prompt", type=Path, default=Path(REPORT_PROMPT))

@@ -96,6 +96,7 @@ TEMPLATES = {
         "syncope": ("prose", "invalid_json"),
     },
 }
+TEACHER_MAX_TOKENS = 333  # the teacher's answer cap the harness passes on
 FILLS = 3  # each accepted template with placeholders is filled this many times
 TOKENS = {"teacher": 40, "template": 30, "report": 20, "judge": 10}
 
@@ -276,6 +277,7 @@ def arguments(server: ScriptedChatServer, inputs: dict[str, Path], out: Path, si
         *(f"--{task}-size={size}" for task in ("teacher", "template", "verbalize")),
         f"--seed={SEED}",
         f"--fills={FILLS}",
+        f"--teacher-max-tokens={TEACHER_MAX_TOKENS}",
         "--threads=1",
         "--out",
         str(out / "scripted"),
@@ -307,6 +309,12 @@ def test_every_task_is_measured_and_every_figure_is_the_known_one(
     for name in ("Quartermaine", "Abernathy", "Calloway", "Strand", "Haddad", "Petrov"):
         assert name not in sent
     assert "cellulitis" not in sent
+    caps = [
+        body["max_tokens"]
+        for body in chat_server.requests
+        if "de-identification annotator" in json.dumps(body)
+    ]
+    assert caps == [TEACHER_MAX_TOKENS] * SIZE
 
     # teacher: 4 right of 6 predicted spans, 12 gold spans; 1 of 4 answers not JSON
     teacher = tasks["teacher"]
