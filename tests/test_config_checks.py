@@ -57,6 +57,9 @@ def test_the_default_and_the_physionet_config_are_valid() -> None:
         ["physionet-study.yaml"],
         ["physionet-study.yaml", "physionet-study-cpu.yaml"],
         ["physionet-deploy-cpu.yaml"],
+        ["llm-physionet-server.yaml"],
+        ["llm-physionet-qwen.yaml"],
+        ["dplm-smollm2.yaml"],
     ],
 )
 def test_the_physionet_overlays_are_valid(overlays: list[str]) -> None:
