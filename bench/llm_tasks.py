@@ -520,6 +520,13 @@ def share_cell(share: float | None, n: int, ci: Sequence[float] | None) -> str:
     return f"{percent(share, 0)} [{n}{interval}]"
 
 
+def pii_pool_cell(task: Mapping[str, Any]) -> str:
+    """The PII pool's notes; 0 when nothing was accepted, n/a when the task did not run."""
+    if not task["run"]:
+        return NOT_AVAILABLE
+    return str(task["pool"]["pii_notes"]) if task["pool"] else "0"
+
+
 def row_cells(model: str, result: Mapping[str, Any]) -> list[str]:
     """The model's row of the table (n/a where a figure is undefined)."""
     tasks = result["tasks"]
@@ -536,15 +543,8 @@ def row_cells(model: str, result: Mapping[str, Any]) -> list[str]:
     templates_cell = " / ".join(
         share_cell(t["share"], t["n"], t["ci"]) if t["run"] else NOT_AVAILABLE for t in templates
     )
-    pool_cell = (
-        " / ".join(
-            str(t["pool"]["pii_notes"])
-            if t["run"] and t["pool"]
-            else ("0" if t["run"] else NOT_AVAILABLE)
-            for t in templates
-        )
-        + f" [{result['sizes'].get('fills_per_template', 1)}]"
-    )
+    fills = result["sizes"].get("fills_per_template", 1)
+    pool_cell = " / ".join(pii_pool_cell(t) for t in templates) + f" [{fills}]"
     verbalizer_cell = (
         f"{number_or_na(verbalizer['faithful_share'], '.3f')} [{verbalizer['n']}]"
         if verbalizer["run"]

@@ -223,36 +223,14 @@ def inputs(tmp_path: Path) -> dict[str, Path]:
         tmp_path / "mask" / "local" / "r.parquet",
     )
     prepared = tmp_path / "tabular" / "prepared.parquet"
-    code = cli.main(
-        [
-            "mask-seeds",
-            "--notes",
-            str(notes),
-            "--parts",
-            "seed",
-            "--out",
-            str(masked),
-            "--removed",
-            str(removed),
-            "--summary",
-            str(tmp_path / "mask" / "summary.json"),
-        ]
-    )
-    assert code == 0
-    code = cli.main(
-        [
-            "prepare-tabular",
-            "--source",
-            '{"sklearn": "breast_cancer"}',
-            "--spec",
-            str(SPEC),
-            "--out",
-            str(prepared),
-            "--summary",
-            str(tmp_path / "tabular" / "summary.json"),
-        ]
-    )
-    assert code == 0
+    cli.run_stage(
+        "mask-seeds", "--notes", str(notes), "--parts", "seed", "--out", str(masked),
+        "--removed", str(removed), "--summary", str(tmp_path / "mask" / "summary.json"),
+    )  # fmt: skip
+    cli.run_stage(
+        "prepare-tabular", "--source", '{"sklearn": "breast_cancer"}', "--spec", str(SPEC),
+        "--out", str(prepared), "--summary", str(tmp_path / "tabular" / "summary.json"),
+    )  # fmt: skip
     return {"notes": notes, "masked": masked, "removed": removed, "rows": prepared}
 
 
