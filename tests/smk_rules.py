@@ -1,6 +1,6 @@
 """The rules of Snakemake files read as text: names, parents, directives, paths, shell.
 
-Enough of the grammar for the repository's own checks: ``rule NAME:`` and
+Enough of the grammar for the repository's own checks: ``rule NAME:``, ``checkpoint NAME:`` and
 ``use rule A as B with:`` start a rule, its docstring is skipped, and each
 directive (``output:``, ``shell:``, ...) runs to the next one or to the end of
 the rule (the next unindented line).
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-RULE_START = re.compile(r"^(?:rule (\w+):|use rule (\w+) as (\w+)(?: with:)?)\s*$")
+RULE_START = re.compile(r"^(?:(?:rule|checkpoint) (\w+):|use rule (\w+) as (\w+)(?: with:)?)\s*$")
 DIRECTIVE = re.compile(r"^    (\w+):(.*)$")
 DOCSTRING = re.compile(r'^\s*""".*?"""\n?', re.DOTALL)
 # `synthdeid [--log X] [-v] <stage>` in a rule's shell command

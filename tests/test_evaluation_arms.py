@@ -8,16 +8,19 @@ import numpy as np
 import pytest
 
 from synthdeid.evaluation.arms import (
+    LOWER_IS_BETTER,
+    ArmTest,
     RunScores,
     arm_paired_test,
     drawn_mean,
+    reading,
     seed_statistics,
     summarize_arm,
 )
 from synthdeid.evaluation.bootstrap import paired_bootstrap_test
 from synthdeid.evaluation.metrics import count_table, table_headline
 from synthdeid.notes import Note, Span
-from synthdeid.stats import resample_weights
+from synthdeid.stats import minimum_detectable_effect, resample_weights, sample_sd
 
 TEXT = "Dr Quill saw Vera Moss on 3/14 in Oakvale."
 SPANS = (Span(3, 8, "DOCTOR"), Span(13, 22, "PATIENT"), Span(26, 30, "DATE"))
@@ -134,3 +137,44 @@ def test_bonferroni_across_arms() -> None:
     assert four.p == one.p
     assert four.p_bonferroni == pytest.approx(min(1.0, 4 * one.p))
     assert four.m == 4
+
+
+def test_standard_error_and_minimum_detectable_effect() -> None:
+    notes = gold()
+    a, b = run(notes, 0.9, 1), run(notes, 0.7, 2)
+    weights = resample_weights(len(notes), 400, seed=1)
+    a_scores, b_scores = scored({"a": a}, weights), scored({"b": b}, weights)
+    one = arm_paired_test("a", a_scores, "b", b_scores, metric="span_overlap_f1")
+    four = arm_paired_test("a", a_scores, "b", b_scores, metric="span_overlap_f1", m=4)
+    # one seed each: the bootstrap differences are the runs' differences on each resample
+    diffs = a_scores["a"].resampled["span_overlap_f1"] - b_scores["b"].resampled["span_overlap_f1"]
+    assert one.se == four.se == pytest.approx(sample_sd(diffs[~np.isnan(diffs)]))
+    assert one.se > 0
+    assert one.mde == pytest.approx((1.959964 + 0.841621) * one.se, rel=1e-6)
+    assert one.mde_bonferroni == one.mde == four.mde
+    assert four.mde_bonferroni == pytest.approx(minimum_detectable_effect(one.se, alpha=0.05 / 4))
+    assert four.mde_bonferroni > four.mde
+
+
+def made_up(metric: str, diff: float, significant: bool) -> ArmTest:
+    nan, p = float("nan"), 0.0 if significant else 0.5
+    return ArmTest(
+        "arm", "ref", metric, 3, 3, True, diff, nan, nan, p, 2 * p, 2, significant, nan, nan, nan
+    )
+
+
+def test_reading_follows_the_direction_of_each_metric() -> None:
+    assert sorted(LOWER_IS_BETTER) == ["leakage_detection_all", "leakage_overlap_all"]
+    cases = [
+        ("span_overlap_f1", 0.03, True, "helps"),
+        ("span_overlap_f1", -0.03, True, "hurts"),
+        ("span_overlap_f1", 0.03, False, "cannot tell"),
+        ("leakage_overlap_all", -0.05, True, "helps"),  # fewer notes leak
+        ("leakage_detection_all", 0.05, True, "hurts"),
+        ("leakage_overlap_all", -0.05, False, "cannot tell"),
+        ("span_overlap_f1", float("nan"), False, "n/a"),
+    ]
+    for metric, diff, significant, expected in cases:
+        test = made_up(metric, diff, significant)
+        assert reading(test.metric, test.diff, test.significant) == expected, (metric, diff)
+    assert reading("detection_recall", None, None) == "n/a"

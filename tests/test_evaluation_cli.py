@@ -19,7 +19,7 @@ from synthdeid.evaluation.compare import tests_markdown as paired_tests_markdown
 from synthdeid.evaluation.metrics import count_table
 from synthdeid.evaluation.report import OUTPUTS, read_per_document
 from synthdeid.notes import Note, Span, write_notes
-from synthdeid.stages.tabulate_study import FOREST_METRICS, study_markdown
+from synthdeid.stages.tabulate_study import FOREST_METRICS, detectable_text, study_markdown
 
 TEXT_A = "Seen by Dr Quill today."
 TEXT_B = "Patient Vera Moss came in."
@@ -297,9 +297,8 @@ def mixture_summary(path: Path, notes: int, synthetic: int) -> Path:
     return path
 
 
-def test_tabulate_study_writes_one_row_per_arm_with_sizes_epsilon_and_deltas(
-    tables: dict[str, Path], tmp_path: Path
-) -> None:
+def compared_arms(tables: dict[str, Path], tmp_path: Path) -> Path:
+    """compare-ner's folder for arm "real" (the weak run twice) and arm "dp" (the perfect run)."""
     evaluate(tables["gold"], tables["weak"], tmp_path / "weak")
     evaluate(tables["gold"], tables["perfect"], tmp_path / "perfect")
     compared = tmp_path / "compare"
@@ -310,6 +309,13 @@ def test_tabulate_study_writes_one_row_per_arm_with_sizes_epsilon_and_deltas(
     ]
     arms = ("real-seed1=real", "real-seed2=real", "dp-seed1=dp")
     assert compare(compared, *runs, reference="real-seed1", arms=arms) == 0
+    return compared
+
+
+def test_tabulate_study_writes_one_row_per_arm_with_sizes_epsilon_and_deltas(
+    tables: dict[str, Path], tmp_path: Path
+) -> None:
+    compared = compared_arms(tables, tmp_path)
     privacy = tmp_path / "privacy.json"
     privacy.write_text(json.dumps({"epsilon": 3.99, "delta": 1e-4}))
     out = tmp_path / "study"
@@ -336,6 +342,61 @@ def test_tabulate_study_writes_one_row_per_arm_with_sizes_epsilon_and_deltas(
     assert "real (reference)" in table and "16.7%" in table and "3.99" in table
     assert "n/a" in table  # the reference's epsilon
     assert (out / "study.png").stat().st_size > 5_000
+    # each arm test carries its standard error and minimum detectable effects into the table
+    (f1_test,) = (
+        t
+        for t in json.loads((compared / "comparison.json").read_text())["arm_tests"]
+        if t["metric"] == "span_overlap_f1"
+    )
+    assert f1_test["se"] > 0 and f1_test["mde"] == pytest.approx(2.801585 * f1_test["se"])
+    dp = rows["dp"]
+    assert float(dp["span_overlap_f1_mde_bonferroni"]) == pytest.approx(f1_test["mde_bonferroni"])
+    assert float(dp["span_overlap_f1_se"]) == pytest.approx(f1_test["se"])
+    significant = dp["span_overlap_f1_significant"] == "True"
+    assert (
+        dp["reading"]
+        == dp["span_overlap_f1_reading"]
+        == ("helps" if significant else "cannot tell")
+    )
+    # fewer notes leak with the perfect run: never "hurts" on a lower-is-better metric
+    assert dp["leakage_overlap_all_reading"] in ("helps", "cannot tell")
+    assert rows["real"]["reading"] == "" and rows["real"]["span_overlap_f1_mde"] == ""
+    assert "| MDE F1 | reading (F1) |" in table
+    mde = f"{f1_test['mde_bonferroni']:.3f}"
+    cell = "helps" if significant else f"cannot tell (MDE {mde})"
+    assert f"| {mde} | {cell} |" in table
+    assert (
+        "Smallest detectable difference in F1 (95%, power 0.8, Bonferroni over 1 arm, "
+        f"paired over seeds and documents): {mde}; "
+    ) in table
+    assert "MDE F1" in (out / "study.html").read_text()
+
+
+def test_tabulate_study_of_a_comparison_without_the_mde(
+    tables: dict[str, Path], tmp_path: Path
+) -> None:
+    """A comparison written before arm tests carried se and mde tabulates, its MDE n/a."""
+    comparison = json.loads((compared_arms(tables, tmp_path) / "comparison.json").read_text())
+    for test in comparison["arm_tests"]:
+        for key in ("se", "mde", "mde_bonferroni"):
+            del test[key]
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps(comparison))
+    out = tmp_path / "study"
+    argv = ["tabulate-study", "--comparison", str(old), "--mde-target", "0.05"]
+    assert main([*argv, "--out-dir", str(out)]) == 0
+    with (out / "study.csv").open() as handle:
+        rows = {row["arm"]: row for row in csv.DictReader(handle)}
+    for metric in ARM_METRICS:
+        assert rows["dp"][f"{metric}_se"] == rows["dp"][f"{metric}_mde_bonferroni"] == ""
+    assert rows["dp"]["reading"] in ("helps", "cannot tell")  # from p, which it has
+    table = (out / "study.md").read_text()
+    dp_line = next(line for line in table.splitlines() if line.startswith("| dp |"))
+    assert dp_line.endswith(f"| n/a | {rows['dp']['reading']} |")
+    assert (
+        "paired over seeds and documents): n/a (the comparison records no standard error)." in table
+    )
+    assert main([*argv, "--mde-target", "0", "--out-dir", str(tmp_path / "bad")]) == 2
 
 
 def test_tabulate_study_refuses_a_summary_of_an_unknown_run(
@@ -473,7 +534,9 @@ def test_paired_tests_and_arms_tables_are_written_exactly() -> None:
             ),
         ),
     }
-    test = ArmTest("b", "a", "span_overlap_f1", 1, 2, False, 0.125, nan, nan, 0.5, 1.0, 1, False)
+    test = ArmTest(
+        "b", "a", "span_overlap_f1", 1, 2, False, 0.125, nan, nan, 0.5, 1.0, 1, False, nan, nan, nan
+    )
     assert arms_markdown(summaries, "a", [test]).splitlines()[-10:] == [
         "| arm | seeds | span_overlap_f1 | span_overlap_recall | span_overlap_precision "
         "| leakage_overlap_all | detection_recall | detection_precision "
@@ -499,6 +562,7 @@ def test_study_cells_are_written_exactly() -> None:
         out |= {"train_notes": 120.0, "synthetic_share": 1 / 6, "epsilon": None}
         out |= {"train_wall_min": figures.get("wall"), "train_cpu_min": figures.get("cpu")}
         keys = ("mean", "sd", "ci_lo", "ci_hi", "diff", "diff_lo", "diff_hi", "p_bonferroni")
+        keys += ("mde_bonferroni", "reading")
         for metric in ARM_METRICS:
             out |= {f"{metric}_{key}": figures.get(key) for key in keys}
             out[f"{metric}_significant"] = figures.get("significant", False)
@@ -508,8 +572,15 @@ def test_study_cells_are_written_exactly() -> None:
     defined |= {"diff_lo": -0.125, "diff_hi": 0.5, "p_bonferroni": 0.0, "significant": True}
     rows = [
         row("real", True, mean=0.5, sd=None, ci_lo=None, ci_hi=None, wall=20.25, cpu=38.0),
-        row("dp", False, **defined, wall=19.0),
+        row("dp", False, **defined, mde_bonferroni=0.041, reading="helps", wall=19.0),
         row("none", False),
+        row(
+            "small",
+            False,
+            **defined | {"p_bonferroni": 0.5, "significant": False},
+            mde_bonferroni=0.018,
+            reading="cannot tell",
+        ),
     ]
     comparison = {
         "reference_arm": "real",
@@ -518,22 +589,35 @@ def test_study_cells_are_written_exactly() -> None:
     }
     lines = study_markdown(rows, comparison, "Study").splitlines()
     n_metrics, n_deltas = len(ARM_METRICS), len(FOREST_METRICS)
-    assert lines[-4] == "|" + "---|" * (6 + n_metrics + n_deltas)
-    assert lines[-3] == (
+    assert lines[-8].endswith("| MDE F1 | reading (F1) |")
+    assert lines[-7] == "|" + "---|" * (6 + n_metrics + n_deltas + 2)
+    assert lines[-6] == (
         "| real (reference) | 2 | 120 | 16.7% | n/a | 20.2 (38.0) | "
         + " | ".join(["0.500 [n/a]"] * n_metrics + ["(reference)"] * n_deltas)
-        + " |"
+        + " | n/a | n/a |"
     )
-    assert lines[-2] == (
+    assert lines[-5] == (
         "| dp | 2 | 120 | 16.7% | n/a | 19.0 (n/a) | "
         + " | ".join(
             ["0.500 +- 0.100 [0.400, 0.600]"] * n_metrics
             + ["+0.250 [-0.125, +0.500] p<0.0050 *"] * n_deltas
         )
-        + " |"
+        + " | 0.041 | helps |"
     )
-    assert lines[-1] == (
+    assert lines[-4] == (
         "| none | 2 | 120 | 16.7% | n/a | n/a | "
         + " | ".join(["n/a"] * (n_metrics + n_deltas))
-        + " |"
+        + " | n/a | n/a |"
+    )
+    assert lines[-3].endswith("+0.250 [-0.125, +0.500] p=0.500 | 0.018 | cannot tell (MDE 0.018) |")
+    assert lines[-2] == ""
+    assert lines[-1] == (
+        "Smallest detectable difference in F1 (95%, power 0.8, Bonferroni over 3 arms, paired "
+        "over seeds and documents): 0.018 to 0.041 across arms; 1 of 3 arms reaches the 0.02 "
+        "target."
+    )
+    assert detectable_text(rows, 0.05).endswith("; 2 of 3 arms reach the 0.05 target.")
+    assert detectable_text(rows[:3], 0.05, alpha=0.1) == (
+        "Smallest detectable difference in F1 (90%, power 0.8, Bonferroni over 2 arms, paired "
+        "over seeds and documents): 0.041; 1 of 2 arms reaches the 0.05 target."
     )

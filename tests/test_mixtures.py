@@ -63,10 +63,16 @@ def spec(**kwargs: Any) -> MixtureSpec:
 def test_augmentation_reproduces_table_2(
     fraction: float, total: int, synthetic: int, percent: float
 ) -> None:
+    # share_tolerance null: Table 2's 0.9 row is capped at 89.3% by the pool
     mixture = build_mixture(
         real_notes(1249),
         {"synthetic": pool_notes(10382)},
-        spec(regime="augmentation", synthetic_fraction=fraction, validation_fraction=0.0),
+        spec(
+            regime="augmentation",
+            synthetic_fraction=fraction,
+            validation_fraction=0.0,
+            share_tolerance=None,
+        ),
     )
     s = mixture.summary
     assert (s["n_train_total"], s["n_real"], s["n_synthetic"]) == (total, 1249, synthetic)
@@ -213,12 +219,71 @@ def test_pii_fraction_is_capped_by_availability() -> None:
         real_notes(100),
         {"syn": pool},
         spec(
-            regime="augmentation", synthetic_fraction=0.75, pii_fraction=1.0, validation_fraction=0
+            regime="augmentation",
+            synthetic_fraction=0.75,
+            pii_fraction=1.0,
+            validation_fraction=0,
+            share_tolerance=None,
         ),
     )
     s = mixture.summary
     assert (s["n_synthetic_with_pii"], s["n_synthetic_without_pii"]) == (100, 0)
     assert s["realized_synthetic_percent"] == 50.0
+
+
+# ---------------------------------------------------------------- realized shares
+
+
+def test_a_share_the_pools_cannot_fill_stops_the_build_with_the_realized_share() -> None:
+    # 589 real notes and a 20-note pool: 0.5 asked, 20 / 609 = 0.033 realized
+    with pytest.raises(ConfigError, match=r"synthetic share of 0\.033 \(20 of 609 .*0\.500"):
+        build_mixture(
+            real_notes(589),
+            {"syn": pool_notes(20)},
+            spec(regime="augmentation", synthetic_fraction=0.5, validation_fraction=0.0),
+        )
+
+
+def test_a_share_within_the_tolerance_builds() -> None:
+    # 0.5 of 100 real asks 100 synthetic; a 94-note pool realizes 94 / 194 = 0.485
+    mixture = build_mixture(
+        real_notes(100),
+        {"syn": pool_notes(94)},
+        spec(regime="augmentation", synthetic_fraction=0.5, validation_fraction=0.0),
+    )
+    assert mixture.summary["realized_synthetic_fraction"] == pytest.approx(94 / 194)
+    with pytest.raises(ConfigError, match=r"tolerance 0\.01"):
+        build_mixture(
+            real_notes(100),
+            {"syn": pool_notes(94)},
+            spec(
+                regime="augmentation",
+                synthetic_fraction=0.5,
+                validation_fraction=0.0,
+                share_tolerance=0.01,
+            ),
+        )
+
+
+def test_a_phi_share_the_pools_cannot_fill_stops_the_build() -> None:
+    # 1000 synthetic notes, half with PHI: the pool has 460 with PHI, so 460 / 960 = 0.479
+    # (the synthetic share, 960 / 1960 = 0.490, is within the tolerance)
+    with pytest.raises(ConfigError, match=r"share of synthetic notes with PHI of 0\.479"):
+        build_mixture(
+            real_notes(1000),
+            {"syn": pool_notes(4600, pii_every=10)},
+            spec(
+                regime="augmentation",
+                synthetic_fraction=0.5,
+                pii_fraction=0.5,
+                validation_fraction=0,
+            ),
+        )
+
+
+def test_share_tolerance_is_checked() -> None:
+    with pytest.raises(ConfigError, match=r"share_tolerance must lie in \[0, 1\)"):
+        spec(regime="augmentation", share_tolerance=1.5)
 
 
 def test_pii_fraction_shortfall_is_an_error_for_fixed_n() -> None:
@@ -344,7 +409,10 @@ def test_the_real_parts_read_streamed_build_the_mixture_of_the_whole_table(
     assert [n.note_id for n in real] == [n.note_id for n in notes if n.split in parts]
     assert holdout_patients == {f"p{i}" for i in range(20, 30)}
     pool = {"surrogate": [Note("x1", "p3", "t", (), "surrogate", "seed")]}
-    mixture_spec = spec(regime="augmentation", real_parts=parts, synthetic_fraction=0.5)
+    # the one pool note may belong to a validation patient: accept whatever share results
+    mixture_spec = spec(
+        regime="augmentation", real_parts=parts, synthetic_fraction=0.5, share_tolerance=None
+    )
     streamed = build_mixture(real, pool, mixture_spec, holdout_patients=holdout_patients)
     assert _signature(streamed) == _signature(build_mixture(notes, pool, mixture_spec))
     assert streamed.summary == build_mixture(notes, pool, mixture_spec).summary

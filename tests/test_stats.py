@@ -11,14 +11,17 @@ from scipy import stats as scipy_stats
 
 from synthdeid import stats
 from synthdeid.stats import (
+    MDE_POWER,
     Interval,
     bonferroni,
     bootstrap_mean_interval,
+    bootstrap_se,
     cohen_kappa,
     defined_or_none,
     difference_test,
     is_significant,
     is_undefined,
+    minimum_detectable_effect,
     p_value,
     percentile_interval,
     quartiles,
@@ -138,6 +141,29 @@ def test_difference_test_by_hand() -> None:
     assert (clear["p"], clear["p_bonferroni"], clear["significant"]) == (0.0, 0.0, True)
     undefined = difference_test(NAN, resampled)
     assert np.isnan(undefined["p"]) and not undefined["significant"]
+
+
+def test_minimum_detectable_effect_known_values() -> None:
+    # (z(0.975) + z(0.8)) * se = (1.959964 + 0.841621) * 0.01
+    assert MDE_POWER == 0.8
+    assert minimum_detectable_effect(0.01) == pytest.approx(0.028016, abs=1e-6)
+    assert minimum_detectable_effect(0.01, alpha=0.05 / 4) == pytest.approx(
+        (scipy_stats.norm.ppf(1 - 0.05 / 8) + scipy_stats.norm.ppf(0.8)) * 0.01
+    )
+    assert minimum_detectable_effect(0.01, power=0.9) == pytest.approx(
+        (1.959964 + 1.281552) * 0.01, abs=1e-6
+    )
+    assert minimum_detectable_effect(0.0) == 0.0
+    assert np.isnan(minimum_detectable_effect(NAN)) and np.isnan(minimum_detectable_effect(None))
+    with pytest.raises(ValueError, match="power"):
+        minimum_detectable_effect(0.01, power=1.0)
+    with pytest.raises(ValueError, match="level"):
+        minimum_detectable_effect(0.01, alpha=0.0)
+
+
+def test_bootstrap_se_is_the_sd_of_the_defined_resamples() -> None:
+    assert bootstrap_se(np.array([0.1, NAN, 0.3, 0.2])) == pytest.approx(0.1)
+    assert np.isnan(bootstrap_se(np.array([0.1, NAN]))) and np.isnan(bootstrap_se(np.array([])))
 
 
 def test_wilson_known_values() -> None:

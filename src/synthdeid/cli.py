@@ -134,6 +134,10 @@ STAGES: dict[str, Stage] = {
             "Build a de-identification training mixture: real train notes plus labelled pools.",
         ),
         Stage(
+            "plan-runs",
+            "Which trained runs would train the same model, and which arms are degenerate (plan-runs).",
+        ),
+        Stage(
             "tapt-encoder",
             "Task-adaptive pretraining: continue MLM training of the encoder on a notes corpus.",
         ),

@@ -16,6 +16,7 @@ argument parser use it.
 from __future__ import annotations
 
 import argparse
+import math
 import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, is_dataclass
@@ -160,6 +161,17 @@ def positive_int(value: str) -> int:
     number = _int(value)
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return number
+
+
+def positive_float(value: str) -> float:
+    """A finite figure above 0 (``--mde-target``)."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {value!r}") from None
+    if not 0 < number < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value}")
     return number
 
 

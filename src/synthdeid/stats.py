@@ -13,7 +13,10 @@ null. An :class:`Interval` is an estimate with its bounds, NaN where undefined.
   and takes the mean.
 * Paired tests on resampled differences: :func:`p_value` (two-sided, from
   sign changes), :func:`bonferroni`, :func:`is_significant`, and
-  :func:`difference_test`, which gives all of them with the interval.
+  :func:`difference_test`, which gives all of them with the interval;
+  :func:`bootstrap_se` (the SD of the resampled differences) and
+  :func:`minimum_detectable_effect` (the smallest true difference a test of
+  that standard error detects with power :data:`MDE_POWER`).
 * Closed forms: :func:`wilson_interval` (a share), :func:`t_interval` (a mean
   over few values, e.g. training seeds), :func:`sample_sd` and
   :func:`quartiles` (numpy linear percentiles 25/50/75).
@@ -34,6 +37,7 @@ N_RESAMPLES = 2000
 SEED = 42
 CI_LEVEL = 0.95
 ALPHA = 0.05
+MDE_POWER = 0.8  # the power at which a minimum detectable effect is detected
 TOLERANCE = 1e-12  # differences this small count as zero (float noise in F1 etc.)
 _BOOTSTRAP_CHUNK_CELLS = 1 << 22  # resample draws held in memory at once
 
@@ -179,6 +183,29 @@ def difference_test(
         "p_bonferroni": p_adjusted,
         "significant": is_significant(p_adjusted, alpha),
     }
+
+
+def bootstrap_se(resampled: np.ndarray) -> float:
+    """Standard error from resamples: the sample SD of the defined (non-NaN) values; NaN below 2."""
+    values = np.asarray(resampled, dtype=float)
+    return sample_sd(values[~np.isnan(values)])
+
+
+def minimum_detectable_effect(
+    se: float | None, alpha: float = ALPHA, power: float = MDE_POWER
+) -> float:
+    """The smallest true difference a two-sided test at ``alpha`` detects with ``power``.
+
+    ``(z(1 - alpha / 2) + z(power)) * se`` for an estimate of standard error
+    ``se``: 0.028016 for ``se`` 0.01 at the defaults. NaN where ``se`` is undefined.
+    """
+    if not 0 < power < 1:
+        raise ValueError(f"power must be in (0, 1), got {power}")
+    if se is None or math.isnan(se):
+        return math.nan
+    from statistics import NormalDist
+
+    return (z_for_level(1 - alpha) + NormalDist().inv_cdf(power)) * float(se)
 
 
 def z_for_level(level: float = CI_LEVEL) -> float:

@@ -102,6 +102,8 @@ POOLS = TABLES.pools
 SHARDS = refusing(shard_counts)(config)
 
 TEACHERS = TABLES.teachers
+# runs others build on, or asked for by name: never part of a degenerate arm (plan_runs)
+PROTECTED_RUNS = RUNS.built_upon() | set(TABLES.error_report_runs) | TEACHERS.run_references(RUNS)
 # answers of an LLM teacher hold the notes' PHI: local disk, like the notes, never shared
 TEACHER_CACHE_DIR = "cache/teacher_responses"
 
@@ -121,6 +123,16 @@ wildcard_constraints:
 
 def all_targets():
     return TABLES.targets()
+
+
+def distinct_runs(wildcards_or_corpus):
+    """What is trained, scored and archived: RUNS, less the degenerate arms of plan_runs'
+    plan with ner.degenerate_arms: skip."""
+    if not TABLES.skip_degenerate_arms:
+        return RUNS
+    corpus = getattr(wildcards_or_corpus, "corpus", wildcards_or_corpus)
+    plan = checkpoints.plan_runs.get(corpus=corpus).output.plan
+    return RUNS.without_arms(ner_inputs.read_run_plan(plan).degenerate_arms)
 
 
 def eval_corpus(wildcards):

@@ -27,6 +27,29 @@ rule build_mixture:
         " --summary {output.summary:q}"
 
 
+checkpoint plan_runs:
+    """Find trained runs that would train the same model: identical mixtures and settings.
+
+    An arm whose every run repeats a run of one other arm (say fixed_n at real share
+    1.0 and the size of the real train part, which is real_only) is degenerate: it is
+    reported once, as that arm, and not trained (docs/stages/ner.md, "Degenerate arms").
+    input:  each trained run's build_mixture summary.json (its mixture digest)
+    output: plan.json (duplicate runs, degenerate arms, the runs not trained)
+    """
+    input:
+        unpack(lambda w: ner_inputs.plan_inputs(RUNS, w.corpus)),
+    output:
+        plan="results/plan_runs/{corpus}/plan.json",
+    log:
+        "logs/plan_runs/{corpus}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        arguments=lambda w, input: ner_inputs.plan_arguments(RUNS, PROTECTED_RUNS, input),
+    shell:
+        "synthdeid --log {log:q} plan-runs {params.arguments} --out {output.plan:q}"
+
+
 rule tapt_encoder_own:
     """Task-adaptive pretraining on one run's own training notes (runs with `tapt: own`).
 
@@ -477,8 +500,8 @@ rule compare_ner:
     evaluation.corpora (SHIELD's cross-dataset tables; an anchor on its holdout only).
     """
     input:
-        unpack(lambda w: ner_inputs.evaluation_outputs(RUNS, w.corpus, ANCHORS)),
-        unpack(lambda w: ner_inputs.cross_outputs(RUNS, EVAL_CORPORA, w.corpus)),
+        unpack(lambda w: ner_inputs.evaluation_outputs(distinct_runs(w), w.corpus, ANCHORS)),
+        unpack(lambda w: ner_inputs.cross_outputs(distinct_runs(w), EVAL_CORPORA, w.corpus)),
     output:
         runs="results/compare_ner/{corpus}/runs.csv",
         tests="results/compare_ner/{corpus}/paired_tests.csv",
@@ -512,9 +535,9 @@ rule compare_ner:
     conda:
         "../../envs/cpu.yaml"
     params:
-        runs=lambda w, input: ner_inputs.compare_arguments(RUNS, input, ANCHORS),
+        runs=lambda w, input: ner_inputs.compare_arguments(distinct_runs(w), input, ANCHORS),
         cross=lambda w, input: ner_inputs.cross_arguments(
-            w.corpus, EVAL_CORPORA, RUNS, input
+            w.corpus, EVAL_CORPORA, distinct_runs(w), input
         ),
         reference=RUNS.reference_run,
         resamples=config["ner"]["evaluation"]["resamples"],
@@ -561,8 +584,9 @@ rule tabulate_study:
     the two-level paired bootstrap.
     """
     input:
-        unpack(lambda w: ner_inputs.study_inputs(RUNS, w.corpus)),
+        unpack(lambda w: ner_inputs.study_inputs(distinct_runs(w), w.corpus)),
         comparison=rules.compare_ner.output.comparison,
+        plan=rules.plan_runs.output.plan,
     output:
         table="results/tabulate_study/{corpus}/study.csv",
         markdown="results/tabulate_study/{corpus}/study.md",
@@ -585,12 +609,12 @@ rule tabulate_study:
     conda:
         "../../envs/cpu.yaml"
     params:
-        arguments=lambda w, input: ner_inputs.study_arguments(RUNS, input),
+        arguments=lambda w, input: ner_inputs.study_arguments(distinct_runs(w), input),
         title=config["ner"]["study_title"],
         out_dir=folder_of("table"),
     shell:
         "synthdeid --log {log:q} tabulate-study --comparison {input.comparison:q}"
-        " {params.arguments} --title {params.title:q} --out-dir {params.out_dir:q}"
+        " --plan {input.plan:q} {params.arguments} --title {params.title:q} --out-dir {params.out_dir:q}"
 
 
 rule study:
@@ -601,6 +625,11 @@ rule study:
 
 
 rule archive:
-    """Target: every run of the configured corpus archived (snakemake archive)."""
+    """Target: every run of the configured corpus archived, degenerate arms' runs aside, and
+    the plan that names those arms (snakemake archive; commit plan.json with the runs)."""
     input:
-        expand(f"results/archive_run/{CORPUS}/{{run}}/run.json", run=list(RUNS.runs)),
+        lambda w: [
+            f"results/archive_run/{CORPUS}/{run}/run.json"
+            for run in distinct_runs(CORPUS).runs
+        ],
+        plan=f"results/plan_runs/{CORPUS}/plan.json",

@@ -49,7 +49,10 @@ MIXTURE_FIELDS = (
     "n_synthetic",
     "realized_synthetic_fraction",
     "max_steps",
+    "digest",
 )
+# mixture fields that runs archived before they were recorded lack
+LATER_MIXTURE_FIELDS = frozenset({"digest"})
 PRIVACY_FIELDS = ("epsilon", "delta")
 
 
@@ -231,9 +234,14 @@ def _read_record(path: Path) -> dict[str, Any]:
     for key in ("run", "arm"):
         if not isinstance(record.get(key), str) or not record[key]:
             raise InputError(path, None, f"the record has no {key} name")
-    for key, fields in (("mixture", MIXTURE_FIELDS), ("privacy", PRIVACY_FIELDS)):
+    for key, fields, later in (
+        ("mixture", MIXTURE_FIELDS, LATER_MIXTURE_FIELDS),
+        ("privacy", PRIVACY_FIELDS, frozenset()),
+    ):
         value = record.get(key)
-        if value is not None and (not isinstance(value, dict) or set(value) != set(fields)):
+        if value is not None and (
+            not isinstance(value, dict) or not set(fields) - later <= set(value) <= set(fields)
+        ):
             raise InputError(path, None, f"{key} must be null or hold exactly {list(fields)}")
     train = record.get("train")
     if train is not None and (

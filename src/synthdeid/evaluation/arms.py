@@ -24,6 +24,18 @@ With one seed per arm it is the document-level paired bootstrap of
 ``compare_ner`` on the headline metric. p is Bonferroni-adjusted across the
 arms tested against the reference in the same metric.
 
+Each test also gives ``se``, the SD of its bootstrap differences (the standard
+error of the difference), and the *minimum detectable effect*
+``mde = (z(0.975) + z(0.8)) * se`` (:func:`synthdeid.stats.minimum_detectable_effect`):
+the smallest true difference from the reference that this design (these seeds
+and these documents, resampled in pairs) would detect 80% of the time
+(:data:`~synthdeid.stats.MDE_POWER`) by a two-sided test at 95%;
+``mde_bonferroni`` tests at alpha / m, as ``significant`` does. A difference
+that is not significant reads "cannot tell": a true effect below the MDE may
+well go unseen, so it is no evidence of no effect.
+:data:`LOWER_IS_BETTER` names the metrics where lower is better (document
+leakage); :func:`reading` turns a test into "helps", "hurts" or "cannot tell".
+
 A metric undefined for one seed (precision of a run that predicted nothing)
 leaves the arm's mean and spread undefined (None in outputs, n/a in tables);
 resamples on which it is undefined are skipped, as in
@@ -32,6 +44,7 @@ resamples on which it is undefined are skipped, as in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -40,11 +53,15 @@ import numpy as np
 
 from synthdeid.evaluation.bootstrap import resampled_sums
 from synthdeid.evaluation.metrics import CountTable, headline_ratios, table_headline
+from synthdeid.reporting import NOT_AVAILABLE
 from synthdeid.stats import (
     ALPHA,
     CI_LEVEL,
+    MDE_POWER,
+    bootstrap_se,
     defined_or_none,
     difference_test,
+    minimum_detectable_effect,
     percentile_interval,
     resample_indices,
     sample_sd,
@@ -62,6 +79,9 @@ ARM_METRICS: tuple[str, ...] = (
     "detection_precision",
     "leakage_detection_all",
 )
+# the share of notes that leak: an arm helps when it lowers them (higher is better elsewhere)
+LOWER_IS_BETTER: frozenset[str] = frozenset({"leakage_overlap_all", "leakage_detection_all"})
+HELPS, HURTS, CANNOT_TELL = "helps", "hurts", "cannot tell"
 
 
 @dataclass(frozen=True)
@@ -114,6 +134,23 @@ class ArmTest:
     p_bonferroni: float  # times m, the arms tested against the reference in this metric
     m: int
     significant: bool  # p_bonferroni < alpha
+    se: float  # SD of the bootstrap differences: the standard error of diff
+    mde: float  # minimum detectable effect at alpha, power MDE_POWER (module docstring)
+    mde_bonferroni: float  # the same at alpha / m, the level that decides significant
+
+
+def reading(metric: str, diff: float | None, significant: bool | None) -> str:
+    """What a test of ``arm - reference`` in ``metric`` says of the arm.
+
+    "helps" or "hurts" when the difference is significant, better or worse for
+    the metric (:data:`LOWER_IS_BETTER`); "cannot tell" when it is not; n/a when
+    it is undefined.
+    """
+    if diff is None or math.isnan(diff):
+        return NOT_AVAILABLE
+    if not significant:
+        return CANNOT_TELL
+    return HELPS if (diff < 0) == (metric in LOWER_IS_BETTER) else HURTS
 
 
 def seed_statistics(
@@ -201,6 +238,7 @@ def arm_paired_test(
     draws_a = resample_indices(rng, len(a), n)
     draws_r = draws_a if paired else resample_indices(rng, len(r), n)
     diffs = drawn_mean(values_a, draws_a) - drawn_mean(values_r, draws_r)
+    se = bootstrap_se(diffs)
     return ArmTest(
         arm=arm,
         reference=reference,
@@ -210,4 +248,7 @@ def arm_paired_test(
         seeds_paired=paired,
         m=m,
         **difference_test(observed, diffs, m=m, alpha=alpha),
+        se=se,
+        mde=minimum_detectable_effect(se, alpha, MDE_POWER),
+        mde_bonferroni=minimum_detectable_effect(se, alpha / max(m, 1), MDE_POWER),
     )

@@ -43,6 +43,12 @@ Rules where a choice had to be made (every "round" here rounds halves up):
   ``S - round(p * S)`` without are drawn (each capped by what the pools hold,
   except in ``fixed_n``, where a shortfall is an error); each stratum is split
   across pools in proportion to the pools' notes in that stratum.
+* A mixture must realize the share it names: when the pools cannot fill the
+  target (``augmentation`` capped by a small pool, a ``pii_fraction`` stratum
+  that runs out), a realized synthetic share (or share of notes with PHI in
+  the synthetic part) more than ``share_tolerance`` (default 0.02) from the
+  target is a :class:`ConfigError` that names the realized share, before
+  anything is written; ``share_tolerance: null`` accepts the capped share.
 * Draws without replacement take the first notes in the order of a SHA-256 of
   ``<seed>:<purpose>:<note_id>``; draws with replacement use a
   :class:`random.Random` seeded by a string over notes sorted by id. Both depend
@@ -78,6 +84,8 @@ from synthdeid.split import PARTS as SPLIT_PARTS
 log = logging.getLogger(__name__)
 
 REGIMES: tuple[str, ...] = ("augmentation", "fixed_n", "compute_matched")
+DEFAULT_SHARE_TOLERANCE = 0.02
+"""How far a mixture's realized synthetic (and PHI) share may be from the one it names."""
 MAX_COMPUTE_BUDGET = 10**8
 """The most examples (steps x batch_size) a compute_matched mixture draws: about four
 months of CPU training at ten examples a second, refused when the config is read."""
@@ -149,7 +157,9 @@ class MixtureSpec:
     compute_matched; fixed_n takes its share from ``real_fraction`` and accepts
     ``synthetic_fraction`` only as 0 or ``1 - real_fraction``).
     ``pii_fraction`` is the share of the synthetic part that carries at least
-    one span (None: as drawn). ``validation_fraction`` is the share of real
+    one span (None: as drawn). ``share_tolerance`` is how far the realized
+    shares may fall from these targets (None: accept what the pools give).
+    ``validation_fraction`` is the share of real
     train patients held out as validation. ``real_parts`` are the split parts
     whose gold notes are the real data (default the train part; never holdout).
     """
@@ -164,6 +174,7 @@ class MixtureSpec:
     pii_fraction: float | None = None
     validation_fraction: float = 0.15
     real_parts: tuple[str, ...] = (TRAIN_SPLIT,)
+    share_tolerance: float | None = DEFAULT_SHARE_TOLERANCE
 
     def __post_init__(self) -> None:
         # a config list arrives as a list: keep the spec hashable and its parts sorted
@@ -175,6 +186,8 @@ class MixtureSpec:
         _check_fraction("validation_fraction", self.validation_fraction, upper_inclusive=False)
         if self.pii_fraction is not None:
             _check_fraction("pii_fraction", self.pii_fraction, upper_inclusive=True)
+        if self.share_tolerance is not None:
+            _check_fraction("share_tolerance", self.share_tolerance, upper_inclusive=False)
         for regime, keys in _REGIME_KEYS.items():
             for key in keys:
                 value = getattr(self, key)
@@ -538,7 +551,54 @@ def build_mixture(
             MixtureNote(n, name, copies[n.note_id]) for n in usable[name] if n.note_id in copies
         )
     summary = summarize(spec, train, validation, usable, dropped, len(real))
+    check_realized_shares(spec, summary)
     return Mixture(tuple(train), tuple(validation), summary)
+
+
+def check_realized_shares(spec: MixtureSpec, summary: Mapping[str, Any]) -> None:
+    """ConfigError when the built mixture misses the synthetic share it names, or the share
+    of synthetic notes with PHI (``pii_fraction``), by more than ``spec.share_tolerance``."""
+    if spec.share_tolerance is None:
+        return
+    n_total, n_synthetic = summary["n_train_total"], summary["n_synthetic"]
+    checks = [
+        (
+            "synthetic share",
+            spec.target_synthetic_fraction,
+            summary["realized_synthetic_fraction"],
+            f"{n_synthetic} of {n_total} training notes",
+        )
+    ]
+    if spec.pii_fraction is not None and n_synthetic:
+        with_pii = summary["n_synthetic_with_pii"]
+        checks.append(
+            (
+                "share of synthetic notes with PHI",
+                spec.pii_fraction,
+                with_pii / n_synthetic,
+                f"{with_pii} of {n_synthetic} synthetic notes",
+            )
+        )
+    for what, target, realized, counts in checks:
+        if abs(realized - target) > spec.share_tolerance + 1e-12:
+            raise ConfigError(
+                f"mixture ({spec.regime}) realizes a {what} of {realized:.3f} ({counts}), not "
+                f"the {target:.3f} it names (tolerance {spec.share_tolerance}); its pools hold "
+                f"{summary['n_synthetic_available']} usable notes. Add pool notes, name the "
+                "share the pools can fill, or set share_tolerance: null to accept it"
+            )
+
+
+def mixture_digest(train: Sequence[MixtureNote], validation: Sequence[Note]) -> str:
+    """SHA-256 of what a model trains on: each train note's pool, id and copies in order,
+    and the validation note ids. Two runs with equal digests and equal training settings
+    train the same model (:mod:`synthdeid.ner.duplicates`)."""
+    digest = hashlib.sha256()
+    for m in train:
+        digest.update(f"train\t{m.pool}\t{m.note.note_id}\t{m.copies}\n".encode())
+    for note in validation:
+        digest.update(f"validation\t{note.note_id}\n".encode())
+    return f"sha256:{digest.hexdigest()}"
 
 
 def summarize(
@@ -559,6 +619,7 @@ def summarize(
     return {
         "regime": spec.regime,
         "seed": spec.seed,
+        "digest": mixture_digest(train, validation),
         "real_parts": list(spec.real_parts),
         "target_synthetic_fraction": spec.target_synthetic_fraction,
         "n_train_total": n_total,

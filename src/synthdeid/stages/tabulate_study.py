@@ -11,6 +11,14 @@ study.csv, study.md and study.html (one row per arm; the HTML page is the
 report's table) and study.png (the differences from the reference arm in
 span-overlap F1 and document leakage, with their intervals).
 
+Each test also carries its standard error and minimum detectable effect
+(``{metric}_se``, ``{metric}_mde``, ``{metric}_mde_bonferroni``; see
+:mod:`synthdeid.evaluation.arms`) and a plain reading (``{metric}_reading``:
+helps, hurts or cannot tell; ``reading`` is that of span-overlap F1). The
+table shows F1's Bonferroni-adjusted MDE and reading, and under it the range
+of that MDE over the arms and how many reach ``--mde-target``. A comparison
+written before compare-ner recorded the MDE still tabulates: its MDE is n/a.
+
 Undefined figures (the SD of one seed, the notes of an ensemble, epsilon of a
 non-DP arm) are empty in the CSV and ``n/a`` in the table, never 0.
 """
@@ -26,7 +34,13 @@ from typing import Any
 import numpy as np
 
 from synthdeid.artifacts import atomic_text
-from synthdeid.cli_types import input_dir, input_file, named_input_file, output_dir
+from synthdeid.cli_types import (
+    input_dir,
+    input_file,
+    named_input_file,
+    output_dir,
+    positive_float,
+)
 from synthdeid.errors import InputError
 from synthdeid.evaluation.archive import (
     TrainTime,
@@ -36,8 +50,9 @@ from synthdeid.evaluation.archive import (
     read_sizes,
     read_train_time,
 )
-from synthdeid.evaluation.arms import ARM_METRICS
+from synthdeid.evaluation.arms import ARM_METRICS, CANNOT_TELL, reading
 from synthdeid.figures import PALETTE, mark_undefined, pyplot, save_figure
+from synthdeid.ner.duplicates import read_plan
 from synthdeid.reporting import (
     NOT_AVAILABLE,
     bounds_text,
@@ -48,7 +63,7 @@ from synthdeid.reporting import (
     write_csv,
     write_html,
 )
-from synthdeid.stats import is_undefined
+from synthdeid.stats import ALPHA, MDE_POWER, is_undefined
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +71,8 @@ STUDY_CSV = "study.csv"
 STUDY_MD = "study.md"
 STUDY_HTML = "study.html"
 STUDY_FIGURE = "study.png"
+# the plan-runs plan kept beside archived runs (degenerate arms)
+PLAN_FILE = "plan.json"
 METRIC_TITLES: dict[str, str] = {
     "span_overlap_f1": "F1",
     "span_overlap_recall": "recall",
@@ -75,6 +92,8 @@ METRIC_UNITS: dict[str, str] = {
     "leakage_detection_all": "difference in the share of notes",
 }
 FOREST_METRICS: tuple[str, ...] = ("span_overlap_f1", "leakage_overlap_all")
+HEADLINE_METRIC = "span_overlap_f1"  # the metric of the table's MDE and reading columns
+MDE_TARGET = 0.02  # the difference in F1 the study means to detect
 # significant after Bonferroni / not
 SIGNIFICANT_COLOR = PALETTE["blue"]
 NOT_SIGNIFICANT_COLOR = PALETTE["grey"]
@@ -131,6 +150,11 @@ def study_rows(
             test = tests.get((arm, metric))
             for key in ("diff", "diff_lo", "diff_hi", "p", "p_bonferroni", "significant"):
                 row[f"{metric}_{key}"] = test[key] if test else None
+            for key in ("se", "mde", "mde_bonferroni"):  # absent from older comparisons
+                row[f"{metric}_{key}"] = test.get(key) if test else None
+            text = reading(metric, row[f"{metric}_diff"], row[f"{metric}_significant"])
+            row[f"{metric}_reading"] = None if text == NOT_AVAILABLE else text
+        row["reading"] = row[f"{HEADLINE_METRIC}_reading"]
         rows.append(row)
     return rows
 
@@ -163,6 +187,49 @@ def delta_cell(row: dict[str, Any], metric: str, n_resamples: int) -> str:
     return f"{interval_text(diff, lo, hi, '+.3f')} {p}{mark}"
 
 
+def mde_cell(row: dict[str, Any], metric: str = HEADLINE_METRIC) -> str:
+    """The Bonferroni-adjusted MDE; n/a for the reference and where it is undefined."""
+    return NOT_AVAILABLE if row["reference"] else number_or_na(row[f"{metric}_mde_bonferroni"])
+
+
+def reading_cell(row: dict[str, Any], metric: str = HEADLINE_METRIC) -> str:
+    """helps, hurts, or ``cannot tell (MDE 0.034)``; n/a where there is no test."""
+    text = row[f"{metric}_reading"]
+    if text is None:
+        return NOT_AVAILABLE
+    mde = row[f"{metric}_mde_bonferroni"]
+    return f"{text} (MDE {mde:.3f})" if text == CANNOT_TELL and not is_undefined(mde) else text
+
+
+def detectable_text(
+    rows: list[dict[str, Any]],
+    target: float = MDE_TARGET,
+    alpha: float = ALPHA,
+    metric: str = HEADLINE_METRIC,
+) -> str:
+    """The sentence under the table: the range of the Bonferroni-adjusted MDE over the
+    tested arms, and how many of them reach ``target``."""
+    m = sum(not row["reference"] for row in rows)
+    arms = "arm" if m == 1 else "arms"
+    mdes = sorted(
+        row[f"{metric}_mde_bonferroni"]
+        for row in rows
+        if not row["reference"] and not is_undefined(row[f"{metric}_mde_bonferroni"])
+    )
+    design = (
+        f"Smallest detectable difference in {METRIC_TITLES[metric]} ({100 * (1 - alpha):g}%, "
+        f"power {MDE_POWER:g}, Bonferroni over {m} {arms}, paired over seeds "
+        "and documents): "
+    )
+    if not mdes:
+        return f"{design}{NOT_AVAILABLE} (the comparison records no standard error)."
+    low, high = f"{mdes[0]:.3f}", f"{mdes[-1]:.3f}"
+    spread = low if low == high else f"{low} to {high} across arms"
+    reached = sum(mde <= target for mde in mdes)
+    verb = "reaches" if reached == 1 else "reach"
+    return f"{design}{spread}; {reached} of {m} {arms} {verb} the {target:g} target."
+
+
 def train_cell(row: dict[str, Any]) -> str:
     """Mean wall minutes of training per run, CPU minutes in brackets; n/a where unmeasured."""
     wall = row.get("train_wall_min")
@@ -176,8 +243,11 @@ def study_markdown(
     comparison: dict[str, Any],
     title: str,
     forest: Sequence[str] = FOREST_METRICS,
+    mde_target: float = MDE_TARGET,
 ) -> str:
     reference = comparison["reference_arm"]
+    alpha = comparison.get("alpha", ALPHA)
+    headline = METRIC_TITLES[HEADLINE_METRIC]
     n_notes = next(iter(comparison["runs"].values()))["counts"]["n_notes"]
     lines = [
         f"# {title}",
@@ -191,12 +261,17 @@ def study_markdown(
         "leakage: a prediction of any label protects a span. Train notes and synthetic share "
         "as realized by build_mixture; epsilon of the DP language model where the arm's data "
         "passed through it; train min: wall minutes of train_ner per run (CPU minutes), mean "
-        "over the arm's seeds.",
+        f"over the arm's seeds. MDE {headline}: the smallest true difference in {headline} "
+        f"this design would detect with power {MDE_POWER:g} at the Bonferroni-adjusted level "
+        "(from the standard error of the bootstrap differences); reading: helps or hurts "
+        "where the difference is significant, else cannot tell (a true effect below the MDE "
+        "may go unseen).",
         "",
     ]
     header = ["arm", "seeds", "train notes", "synthetic share", "epsilon", "train min (CPU)"]
     header += [METRIC_TITLES[m] for m in ARM_METRICS]
     header += [f"delta {METRIC_TITLES[m]}" for m in forest]
+    header += [f"MDE {headline}", f"reading ({headline})"]
     lines += markdown_table(
         header,
         [
@@ -209,10 +284,13 @@ def study_markdown(
                 train_cell(row),
                 *(metric_cell(row, m) for m in ARM_METRICS),
                 *(delta_cell(row, m, comparison["n_resamples"]) for m in forest),
+                mde_cell(row),
+                reading_cell(row),
             ]
             for row in rows
         ],
     )
+    lines += ["", detectable_text(rows, mde_target, alpha)]
     return "\n".join([*lines, ""])
 
 
@@ -276,6 +354,27 @@ def plot_forest(
     return fig
 
 
+def degenerate_arms(plan: Path | None, archives: Sequence[Path] | None) -> dict[str, str]:
+    """Degenerate arm -> its canonical arm, from ``plan`` or an archive's plan.json."""
+    if plan is None:
+        plan = next((a / PLAN_FILE for a in archives or () if (a / PLAN_FILE).is_file()), None)
+    if plan is None:
+        return {}
+    try:
+        return read_plan(read_json(plan, "run plan")).degenerate_arms
+    except ValueError as exc:
+        raise InputError(plan, None, str(exc), "rerun plan-runs") from None
+
+
+def degenerate_text(degenerate: Mapping[str, str]) -> str:
+    """The line under the table naming each arm reported as another."""
+    pairs = "; ".join(f"{arm} is {canonical}" for arm, canonical in sorted(degenerate.items()))
+    return (
+        "Degenerate arms (every run's training mixture and settings identical to a run of "
+        f"another arm; reported once, as that arm, and not trained): {pairs}."
+    )
+
+
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--comparison", required=True, type=input_file, help="compare-ner's comparison.json"
@@ -315,6 +414,13 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="a folder of archive-run folders: sizes, budgets and train times of its runs (several: their runs together, a run found twice kept once if its "
         "counts agree)",
     )
+    parser.add_argument(
+        "--plan",
+        type=input_file,
+        default=None,
+        help="plan-runs' plan.json: degenerate arms, reported once (default with --archive: "
+        "the plan.json of the first archive folder that has one)",
+    )
     parser.add_argument("--title", default="Synthetic data arms against the reference")
     parser.add_argument(
         "--forest",
@@ -322,6 +428,13 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         choices=ARM_METRICS,
         default=list(FOREST_METRICS),
         help="the metrics whose differences the table and the forest plot show",
+    )
+    parser.add_argument(
+        "--mde-target",
+        type=positive_float,
+        default=MDE_TARGET,
+        help="the difference in F1 the study means to detect: the table counts the arms "
+        "whose minimum detectable effect is at most this (default: %(default)s)",
     )
     parser.add_argument("--out-dir", required=True, type=output_dir, help="folder for the outputs")
 
@@ -350,9 +463,12 @@ def run(args: argparse.Namespace) -> None:
             if archived.train is not None:
                 train[archived.name] = archived.train
     rows = study_rows(comparison, mixtures, privacy, train)
+    degenerate = degenerate_arms(args.plan, args.archive)
     out: Path = args.out_dir
     write_csv(rows, list(rows[0]), out / STUDY_CSV)
-    markdown = study_markdown(rows, comparison, args.title, args.forest)
+    markdown = study_markdown(rows, comparison, args.title, args.forest, args.mde_target)
+    if degenerate:
+        markdown += "\n" + degenerate_text(degenerate) + "\n"
     with atomic_text(out / STUDY_MD) as handle:
         handle.write(markdown)
     write_html(markdown, args.title, out / STUDY_HTML)

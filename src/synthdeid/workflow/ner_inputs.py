@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from synthdeid.errors import ConfigError
+from synthdeid.ner.duplicates import RunPlan, read_plan, settings_digest
 from synthdeid.ner.sweeps import ARM
 from synthdeid.workflow.arguments import flags, joined, parent
 from synthdeid.workflow.ner_runs import NerRuns
@@ -64,6 +65,54 @@ def training_settings(runs: NerRuns, run: str, corpus: str) -> dict[str, Any]:
         for key in DISTILL_KEYS:
             settings.pop(key, None)
     return settings
+
+
+def settings_key(runs: NerRuns, run: str) -> str:
+    """The digest of what besides its mixture decides the model a run trains: its training
+    settings (seed included), the encoder it adapts (``tapt``) and its distillation teacher."""
+    settings = runs.training(run)
+    if not runs.runs[run].get("distill_from"):
+        for key in DISTILL_KEYS:
+            settings.pop(key, None)
+    entry = runs.runs[run]
+    return settings_digest(
+        {"training": settings, "tapt": entry.get("tapt"), "distill": runs.distill_teacher(run)}
+    )
+
+
+def plan_file(corpus: str) -> str:
+    """plan_runs' plan: duplicate runs and degenerate arms."""
+    return f"results/plan_runs/{corpus}/plan.json"
+
+
+def plan_inputs(runs: NerRuns, corpus: str) -> dict[str, str]:
+    """plan_runs' inputs: each trained run's mixture summary, the reference arm's first."""
+    return {
+        f"mixture_{run}": mixture_file(corpus, run, "summary.json") for run in runs.in_plan_order()
+    }
+
+
+def plan_arguments(runs: NerRuns, protected: Collection[str], inputs: Mapping[str, str]) -> str:
+    """plan-runs' --mixture, --arm and --settings per trained run, --protect per run that
+    others build on (``protected``)."""
+    order = runs.in_plan_order()
+    return joined(
+        flags("--mixture", ((run, inputs[f"mixture_{run}"]) for run in order)),
+        flags("--arm", ((run, runs.runs[run].get(ARM) or run) for run in order)),
+        flags("--settings", ((run, settings_key(runs, run)) for run in order)),
+        *[f"--protect {shlex.quote(run)}" for run in order if run in protected],
+    )
+
+
+def read_run_plan(path: str) -> RunPlan:
+    """The plan plan_runs wrote (ConfigError naming the file if it is not one)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return read_plan(json.load(handle))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(
+            f"{path}: not a readable run plan ({exc}); delete it to rebuild"
+        ) from None
 
 
 def soft_labels_file(corpus: str, run: str) -> str:

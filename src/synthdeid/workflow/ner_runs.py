@@ -8,8 +8,8 @@ with ``distill_from`` also learns a teacher run's soft labels on its training no
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from synthdeid.errors import ConfigError
@@ -111,6 +111,31 @@ class NerRuns:
         """The run whose soft labels a run learns (``distill_from``, a run or an arm's first
         training seed); None for a run without ``distill_from`` or naming no run."""
         return self.named_run(self.runs[run].get("distill_from"))
+
+    def built_upon(self) -> set[str]:
+        """Runs other runs build on: ensemble members, stacked bases, distillation teachers."""
+        members = {member for group in self.ensembles.values() for member in group}
+        teachers = {self.distill_teacher(run) for run in self.runs}
+        return members | set(self.stacked.values()) | {t for t in teachers if t is not None}
+
+    def in_plan_order(self) -> list[str]:
+        """The trained runs, the reference arm's first, then in config order."""
+        reference = self.arms[self.reference_arm]
+        return [
+            *[r for r in reference if r in self.trained],
+            *[r for r in self.trained if r not in reference],
+        ]
+
+    def without_arms(self, dropped: Collection[str]) -> NerRuns:
+        """These runs less the arms in ``dropped`` and their runs (degenerate arms)."""
+        if self.reference_arm in dropped:
+            raise ConfigError(f"the reference arm {self.reference_arm!r} cannot be dropped")
+        gone = {run for arm in dropped for run in self.arms.get(arm, [])}
+        return replace(
+            self,
+            runs={name: run for name, run in self.runs.items() if name not in gone},
+            arms={arm: runs for arm, runs in self.arms.items() if arm not in dropped},
+        )
 
     def dp_model_runs(self) -> list[str]:
         """Runs whose training data passed through the DP language model: its pools, or tapt: dplm."""

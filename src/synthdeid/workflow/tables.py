@@ -39,6 +39,8 @@ class Tables:
     error_report_runs: list[str]
     # evaluation.anchors by name: external de-identifiers' predictions, scored as runs
     anchors: dict[str, dict[str, Any]]
+    # ner.degenerate_arms: skip (train nothing for an arm that repeats another; plan_runs)
+    skip_degenerate_arms: bool = False
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Tables:
@@ -76,6 +78,7 @@ class Tables:
             tabular_runs=tabular_runs(tabular),
             error_report_runs=list(ner["error_report"]["runs"]),
             anchors=anchors(anchor_entries),
+            skip_degenerate_arms=ner.get("degenerate_arms") == "skip",
         )
 
     def targets(self) -> list[str]:
@@ -92,7 +95,11 @@ class Tables:
             f"results/audit_dp_lm/{corpus}/audit.json",
             f"results/evaluate_tabular/{table}/comparison.json",
             f"results/check_faithfulness/{table}/faithfulness.json",
-            *[metrics_file(corpus, run) for run in self.runs.runs],
+            # with degenerate arms skipped, compare_ner asks for the runs the plan keeps
+            *[
+                metrics_file(corpus, run)
+                for run in ([] if self.skip_degenerate_arms else self.runs.runs)
+            ],
             *[metrics_file(corpus, anchor) for anchor in self.anchors],
             *[
                 f"results/report_errors/{corpus}/{run}/summary.json"

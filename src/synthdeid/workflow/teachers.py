@@ -67,6 +67,15 @@ class Teachers:
         """The ner run a teacher's student is (its arm's first training seed for an arm)."""
         return runs.named_run(self.entries[name].get("student"))
 
+    def run_references(self, runs: NerRuns) -> set[str]:
+        """The ner runs teachers apply (model teachers) or compare with (students)."""
+        named = (
+            run
+            for name in self.entries
+            for run in (self.model_run(name, runs), self.student_run(name, runs))
+        )
+        return {run for run in named if run is not None}
+
     def inputs(self, name: str, corpus: str, runs: NerRuns) -> dict[str, str]:
         """label_teacher's inputs: the split notes, and a model teacher's model directory."""
         inputs = {"notes": f"results/split_notes/{corpus}/notes.parquet"}
