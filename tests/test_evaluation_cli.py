@@ -613,11 +613,11 @@ def test_study_cells_are_written_exactly() -> None:
     assert lines[-2] == ""
     assert lines[-1] == (
         "Smallest detectable difference in F1 (95%, power 0.8, Bonferroni over 3 arms, paired "
-        "over seeds and documents): 0.018 to 0.041 across arms; 1 of 3 arms reaches the 0.02 "
-        "target."
+        "over seeds and documents): 0.018 to 0.041 across arms; arms within the 0.02 "
+        "target: 1 of 3."
     )
-    assert detectable_text(rows, 0.05).endswith("; 2 of 3 arms reach the 0.05 target.")
+    assert detectable_text(rows, 0.05).endswith("; arms within the 0.05 target: 2 of 3.")
     assert detectable_text(rows[:3], 0.05, alpha=0.1) == (
         "Smallest detectable difference in F1 (90%, power 0.8, Bonferroni over 2 arms, paired "
-        "over seeds and documents): 0.041; 1 of 2 arms reaches the 0.05 target."
+        "over seeds and documents): 0.041; arms within the 0.05 target: 1 of 2."
     )

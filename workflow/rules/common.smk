@@ -93,6 +93,9 @@ NER = config["ner"]
 # every configured run with its sweep and training seeds expanded into named runs
 RUNS = TABLES.runs
 NER_RUNS = RUNS.runs
+# archived runs `snakemake study` tabulates instead of the runs themselves (null: the runs)
+STUDY_ARCHIVE = NER["study_archive"]
+archive_files = refusing(ner_inputs.archive_files)
 # runs whose errors on development notes are listed (report_errors; trained runs only)
 ERROR_REPORT = NER["error_report"]
 # labelled pools a mixture can draw from, silver pools of the teachers included

@@ -617,11 +617,70 @@ rule tabulate_study:
         " --plan {input.plan:q} {params.arguments} --title {params.title:q} --out-dir {params.out_dir:q}"
 
 
-rule study:
-    """Target: the study table and figure of the configured corpus (snakemake study)."""
+rule compare_ner_archive:
+    """compare-ner over the archived runs of ner.study_archive (every run there, its arm)."""
     input:
-        f"results/tabulate_study/{CORPUS}/study.md",
-        f"results/tabulate_study/{CORPUS}/study.png",
+        archive_files(STUDY_ARCHIVE),
+    output:
+        comparison="results/compare_ner_archive/{corpus}/comparison.json",
+        arms="results/compare_ner_archive/{corpus}/arms.csv",
+    log:
+        "logs/compare_ner_archive/{corpus}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        archive=STUDY_ARCHIVE,
+        reference=RUNS.reference_run,
+        resamples=config["ner"]["evaluation"]["resamples"],
+        seed=config["ner"]["evaluation"]["seed"],
+        out_dir=folder_of("comparison"),
+    shell:
+        "synthdeid --log {log:q} compare-ner --archive {params.archive:q}"
+        " --reference {params.reference:q}"
+        " --resamples {params.resamples} --seed {params.seed}"
+        " --out-dir {params.out_dir:q}"
+
+
+rule tabulate_study_archive:
+    """tabulate-study over the archived runs of ner.study_archive (sizes, budgets, train
+    times and the degenerate arms of its plan.json, all from the archive)."""
+    input:
+        archive_files(STUDY_ARCHIVE),
+        comparison=rules.compare_ner_archive.output.comparison,
+    output:
+        table="results/tabulate_study_archive/{corpus}/study.csv",
+        markdown="results/tabulate_study_archive/{corpus}/study.md",
+        html="results/tabulate_study_archive/{corpus}/study.html",
+        figure=report(
+            "results/tabulate_study_archive/{corpus}/study.png",
+            caption="../report/study.rst",
+            category="De-identification",
+            subcategory="study",
+            labels={"result": "arms vs reference (archived runs)", "corpus": "{corpus}"},
+        ),
+    log:
+        "logs/tabulate_study_archive/{corpus}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        archive=STUDY_ARCHIVE,
+        title=config["ner"]["study_title"],
+        out_dir=folder_of("table"),
+    shell:
+        "synthdeid --log {log:q} tabulate-study --comparison {input.comparison:q}"
+        " --archive {params.archive:q} --title {params.title:q} --out-dir {params.out_dir:q}"
+
+
+rule study:
+    """Target: the study table and figure of the configured corpus (snakemake study); from
+    the archived runs of ner.study_archive where it is set, else from the runs."""
+    input:
+        expand(
+            "results/{step}/{corpus}/study.{ext}",
+            step="tabulate_study_archive" if STUDY_ARCHIVE else "tabulate_study",
+            corpus=CORPUS,
+            ext=["md", "png"],
+        ),
 
 
 rule archive:

@@ -226,8 +226,7 @@ def detectable_text(
     low, high = f"{mdes[0]:.3f}", f"{mdes[-1]:.3f}"
     spread = low if low == high else f"{low} to {high} across arms"
     reached = sum(mde <= target for mde in mdes)
-    verb = "reaches" if reached == 1 else "reach"
-    return f"{design}{spread}; {reached} of {m} {arms} {verb} the {target:g} target."
+    return f"{design}{spread}; arms within the {target:g} target: {reached} of {m}."
 
 
 def train_cell(row: dict[str, Any]) -> str:

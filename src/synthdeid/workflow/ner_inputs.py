@@ -6,6 +6,7 @@ import hashlib
 import json
 import shlex
 from collections.abc import Collection, Mapping
+from pathlib import Path
 from typing import Any
 
 from synthdeid.errors import ConfigError
@@ -102,6 +103,18 @@ def plan_arguments(runs: NerRuns, protected: Collection[str], inputs: Mapping[st
         flags("--settings", ((run, settings_key(runs, run)) for run in order)),
         *[f"--protect {shlex.quote(run)}" for run in order if run in protected],
     )
+
+
+def archive_files(folder: str | None) -> list[str]:
+    """Every file of a study archive (run folders and plan.json), listed when the workflow
+    is parsed, so that a run added, removed or changed there reruns the archived study;
+    none without a folder (ConfigError: not a folder)."""
+    if not folder:
+        return []
+    root = Path(folder)
+    if not root.is_dir():
+        raise ConfigError(f"ner.study_archive: {folder} is not a folder")
+    return sorted(str(path) for path in root.rglob("*") if path.is_file())
 
 
 def read_run_plan(path: str) -> RunPlan:

@@ -25,6 +25,8 @@ RULE_VARIANTS: dict[str, str] = {
     "fit_dp_gan_tabular": "fit_dp_tabular",
     "evaluate_teacher": "evaluate_ner",
     "measure_silver_noise": "compare_teacher",
+    "compare_ner_archive": "compare_ner",
+    "tabulate_study_archive": "tabulate_study",
 }
 # rule -> the sharded rule whose shards it joins (synthdeid.workflow.sharding): it runs
 # GATHER_STAGE and writes the artifacts that rule writes unsharded, in its folders
