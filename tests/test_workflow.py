@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -66,6 +67,7 @@ DEMO_JOBS = {
     "predict_ner_cross": 4,
     "evaluate_ner_cross": 4,
     "compare_ner": 1,
+    "plan_runs": 1,
     "tabulate_study": 1,
     "all": 1,
 }
@@ -372,6 +374,7 @@ def test_changing_one_run_reruns_only_that_branch(workdir: Path) -> None:
     assert planned_jobs(result.stdout) == {
         "train_ner": 1,
         "compare_ner": 1,
+        "plan_runs": 1,
         "tabulate_study": 1,
         "all": 1,
         **MEMBER_RERUN,
@@ -475,6 +478,7 @@ def test_the_tabular_reports_pool_joins_a_mixture(workdir: Path) -> None:
         "build_mixture": 1,
         "train_ner": 1,
         "compare_ner": 1,
+        "plan_runs": 1,
         "tabulate_study": 1,
         "all": 1,
         **MEMBER_RERUN,
@@ -499,6 +503,7 @@ def test_changing_one_teacher_reruns_only_its_branch(workdir: Path) -> None:
         "predict_ner_cross": 1,
         "evaluate_ner_cross": 1,
         "compare_ner": 1,
+        "plan_runs": 1,
         "tabulate_study": 1,
         "compare_teacher": 1,
         "all": 1,
@@ -568,6 +573,7 @@ def test_tapt_is_one_switch_on_a_run(workdir: Path) -> None:
         "tapt_encoder": 1,
         "train_ner": 1,
         "compare_ner": 1,
+        "plan_runs": 1,
         "tabulate_study": 1,
         "all": 1,
         **MEMBER_RERUN,
@@ -581,6 +587,7 @@ def test_tapt_on_own_notes_is_one_switch_on_a_run(workdir: Path) -> None:
         "tapt_encoder_own": 1,
         "train_ner": 1,
         "compare_ner": 1,
+        "plan_runs": 1,
         "tabulate_study": 1,
         "all": 1,
         **MEMBER_RERUN,
@@ -629,6 +636,7 @@ def test_a_swept_run_expands_into_named_runs_and_new_values_add_only_theirs(
         "predict_ner_cross": 4,
         "evaluate_ner_cross": 4,
         "compare_ner": 1,
+        "plan_runs": 1,
         "tabulate_study": 1,
         "all": 1,
     }
@@ -671,6 +679,28 @@ def test_the_study_target_tabulates_every_arm_of_the_demo(workdir: Path) -> None
     assert rows["real_only"]["span_overlap_f1_diff"] == ""
     assert rows["surrogate_aug"]["span_overlap_f1_p"] != ""
     assert (out / "study.png").stat().st_size > 10_000
+
+
+def test_the_study_rebuilds_from_its_archive_alone(workdir: Path) -> None:
+    """ner.study_archive: `snakemake study` tabulates a committed archive, trains nothing."""
+    snakemake(workdir, "study", "archive")
+    archive = workdir / "committed-archive"
+    shutil.copytree(workdir / "results" / "archive_run" / "demo", archive)
+    shutil.copy(workdir / "results" / "plan_runs" / "demo" / "plan.json", archive)
+    overlay = workdir / "from-archive.yaml"
+    overlay.write_text(yaml.safe_dump({"ner": {"study_archive": "committed-archive"}}))
+    planned = snakemake(workdir, "-n", "study", "--configfile", str(overlay))
+    assert planned_jobs(planned.stdout) == {
+        "compare_ner_archive": 1,
+        "tabulate_study_archive": 1,
+        "study": 1,
+    }
+    snakemake(workdir, "study", "--configfile", str(overlay))
+    live = (workdir / "results" / "tabulate_study" / "demo" / "study.md").read_text()
+    rebuilt = (workdir / "results" / "tabulate_study_archive" / "demo" / "study.md").read_text()
+    row = next(line for line in live.splitlines() if line.startswith("| surrogate_aug |"))
+    # the same arm, the same figures: F1 cell onwards (the train time is in both)
+    assert row in rebuilt.splitlines()
 
 
 def test_own_tapt_settings_leave_runs_without_it_alone(workdir: Path) -> None:
