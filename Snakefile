@@ -35,7 +35,10 @@ localrules:
     archive,
     archive_run,
     compare_ner,
+    plan_runs,
     tabulate_study,
+    compare_ner_archive,
+    tabulate_study_archive,
     compare_teacher,
 
 
@@ -43,3 +46,8 @@ rule all:
     default_target: True
     input:
         all_targets(),
+
+
+
+# a change to the code a step runs reruns it (params.code: synthdeid.code_identity)
+add_code_params(workflow.rules)

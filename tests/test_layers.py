@@ -51,6 +51,7 @@ LAYERS: Layers = (
             "runtime",
             "shards",
             "pinned",
+            "code_identity",
         ),
     ),
     # placeholders for PHI, surrogate values, and the identifier scanner built on both

@@ -703,6 +703,44 @@ def test_the_study_rebuilds_from_its_archive_alone(workdir: Path) -> None:
     assert row in rebuilt.splitlines()
 
 
+def test_a_touched_corpus_and_a_step_rerun_on_unchanged_code_replan_nothing(
+    workdir: Path,
+) -> None:
+    """Content decides (profiles/default: checksums of files up to 4 GB), not mtimes."""
+    os.utime(workdir / "resources" / "demo" / "notes.jsonl")  # newer, the same bytes
+    assert "Nothing to be done" in snakemake(workdir, "-n").stdout
+    # where only modification times count, the same touch replans the whole chain
+    by_time = snakemake(workdir, "-n", "--max-checksum-file-size", "1")
+    assert planned_jobs(by_time.stdout)["ingest_corpus"] == 1
+    # a step rerun on unchanged code writes the same bytes (no commit in its provenance):
+    # nothing after it reruns
+    notes = "results/ingest_corpus/demo/notes.parquet"
+    before = (workdir / notes).read_bytes()
+    snakemake(workdir, "--forcerun", "ingest_corpus", notes)
+    assert (workdir / notes).read_bytes() == before
+    assert "Nothing to be done" in snakemake(workdir, "-n").stdout
+
+
+def test_a_change_to_a_stages_code_reruns_that_stage(repo: Path, workdir: Path) -> None:
+    """params.code: the digest of the code a rule's stage runs (synthdeid.code_identity)."""
+    copy = workdir / "changed-src"
+    shutil.copytree(
+        repo / "src" / "synthdeid",
+        copy / "synthdeid",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    same = snakemake(workdir, "-n", pythonpath=copy)
+    assert "Nothing to be done" in same.stdout  # a copy with the same bytes
+    stage = copy / "synthdeid" / "stages" / "split_notes.py"
+    stage.write_text(stage.read_text() + "\n# a change to the code split_notes runs\n")
+    changed = snakemake(workdir, "-n", pythonpath=copy)
+    jobs = planned_jobs(changed.stdout)
+    # split_notes and what depends on it; ingest_corpus, upstream, stays
+    assert jobs["split_notes"] == 1 and "ingest_corpus" not in jobs
+    assert jobs["mask_seeds"] == 1 and jobs["train_ner"] == 3
+    assert "Params have changed since last execution" in changed.stdout
+
+
 def test_own_tapt_settings_leave_runs_without_it_alone(workdir: Path) -> None:
     result = dry_run_with(workdir, "own-tapt-steps", ("ner", "tapt"), {"max_steps": 7})
     assert "Nothing to be done" in result.stdout + result.stderr

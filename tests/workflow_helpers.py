@@ -10,11 +10,16 @@ from pathlib import Path
 
 import pytest
 
-WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "resources", "envs")
+WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "resources", "envs", "profiles")
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def snakemake(
+    workdir: Path, *args: str, check: bool = True, pythonpath: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run snakemake in ``workdir``; ``pythonpath`` puts a copy of the package first."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    if pythonpath is not None:
+        env["PYTHONPATH"] = str(pythonpath)
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "--cores", "2", *args],
         cwd=workdir,

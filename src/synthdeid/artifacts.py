@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import synthdeid
+from synthdeid.code_identity import running_code_digest
 from synthdeid.errors import ConfigError, InputError, read_error_detail
 from synthdeid.termination import raise_if_stopped
 
@@ -487,7 +488,9 @@ def make_provenance(
 ) -> dict[str, Any]:
     """Provenance record for an artifact: step, parameters, code version, inputs.
 
-    Inputs are recorded by name, path and content digest (files; a folder's
+    The code is the package version and the digest of the running stage's code
+    (:mod:`synthdeid.code_identity`), not the git commit: rerun on unchanged code, a
+    step writes the same bytes, so its dependants stay up to date. Inputs are recorded by name, path and content digest (files; a folder's
     digest is added by the caller, see :func:`files_digest`), so two artifacts
     can be compared without trusting file names. Secrets never belong in ``params``.
     """
@@ -498,6 +501,7 @@ def make_provenance(
     return {
         "step": step,
         "params": dict(params),
-        "code_version": code_version(),
+        "code_version": synthdeid.__version__,
+        "code_digest": running_code_digest(),
         "inputs": recorded_inputs,
     }

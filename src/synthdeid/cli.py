@@ -31,12 +31,12 @@ from synthdeid.cli_types import (
     path_values,
     refuse_colliding_paths,
 )
+from synthdeid.code_identity import running, stage_module
 from synthdeid.errors import ConfigError, InputError, StepError
 from synthdeid.logs import configure_logging
 from synthdeid.termination import Terminated, raise_if_stopped, signals_as_exceptions
 
 # the package holding one module per stage, named after it
-STAGES_PACKAGE = "synthdeid.stages"
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Stage:
     @property
     def module(self) -> str:
         """``synthdeid.stages.<name with underscores>``."""
-        return f"{STAGES_PACKAGE}.{self.name.replace('-', '_')}"
+        return stage_module(self.name)
 
 
 # stage name -> the stage, in DAG order
@@ -316,7 +316,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     with signals_as_exceptions():
         try:
             remove_stale_temporaries(p.path for p in paths if p.role == "output")
-            args._run(args)
+            # artifacts record the code digest of this stage (synthdeid.code_identity)
+            with running(parser.stage_parsers[args.stage].module_name):
+                args._run(args)
             raise_if_stopped()
         except (InputError, ConfigError, StepError) as exc:
             log.error("%s", exc)

@@ -10,6 +10,7 @@ import re
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from synthdeid.code_identity import stage_code_digest
 from synthdeid.errors import ConfigError
 from synthdeid.labels import coarse_view
 from synthdeid.notes import UNSPLIT
@@ -17,6 +18,7 @@ from synthdeid.workflow import (
     corpora,
     ner_inputs,
     pools,
+    stage_names,
     surrogate_key,
     synthesis,
     tabular,
@@ -136,6 +138,15 @@ def distinct_runs(wildcards_or_corpus):
     corpus = getattr(wildcards_or_corpus, "corpus", wildcards_or_corpus)
     plan = checkpoints.plan_runs.get(corpus=corpus).output.plan
     return RUNS.without_arms(ner_inputs.read_run_plan(plan).degenerate_arms)
+
+
+def add_code_params(defined):
+    """Give every defined step that runs a stage the param ``code``: the digest of that
+    stage's code, so that a change to it reruns the step (Snakemake's params trigger); the
+    shell command, ``synthdeid <stage> ...``, stays the same when the code behind it changes."""
+    for step in defined:
+        if step.shellcmd:
+            step.set_params(code=stage_code_digest(stage_names.stage_command(step.name)))
 
 
 def eval_corpus(wildcards):

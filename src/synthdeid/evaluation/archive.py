@@ -29,7 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from synthdeid.artifacts import atomic_directory, write_json_atomic, write_parquet_atomic
+from synthdeid.artifacts import (
+    atomic_directory,
+    code_version,
+    write_json_atomic,
+    write_parquet_atomic,
+)
 from synthdeid.errors import InputError, read_error_detail
 from synthdeid.evaluation.metrics import CountTable
 from synthdeid.evaluation.report import PER_DOCUMENT, per_document_table, read_per_document
@@ -217,6 +222,9 @@ def write_archived_run(
         # train-ner ran them (null: not a trained run)
         "training_config": dict(training_config) if training_config is not None else None,
         "archived": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+        # the package version and git commit that archived it: a record for readers (the
+        # provenance's code digest, not the commit, is what reruns go by)
+        "commit": code_version(),
         "provenance": dict(provenance),
     }
     with atomic_directory(out_dir) as staging:
