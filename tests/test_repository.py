@@ -175,6 +175,8 @@ def test_shipped_slurm_profile_holds_no_ci_cluster_values(repo: Path) -> None:
     assert "slurm_partition" not in profile["default-resources"]
     assert "slurm-init-seconds-before-status-checks" not in profile
     assert profile["executor"] == "slurm"
+    # GPU rules run in envs/gpu.yaml (CUDA torch), not the pinned CPU venv
+    assert profile["software-deployment-method"] == "conda"
 
 
 def test_the_reliability_page_counts_the_tries_there_are(repo: Path) -> None:

@@ -172,6 +172,9 @@ CI_PROFILE_VALUES: dict[str, Any] = {
 def ci_profile(workdir: Path) -> Path:
     """The shipped profiles/slurm with the CI cluster's values on top, as a profile folder."""
     shipped = yaml.safe_load((REPO / "profiles" / "slurm" / "config.v8+.yaml").read_text())
+    # CI has no conda (its channels are unreachable there): jobs run in this venv, whose
+    # CPU torch the fake GPUs cannot serve; SYNTHDEID_FAKE_GPUS lets probe_gpu_env record
+    assert shipped.pop("software-deployment-method") == "conda"
     merged = {**shipped, **CI_PROFILE_VALUES}
     merged["default-resources"] = {
         **shipped["default-resources"],
@@ -208,7 +211,11 @@ def run_snakemake(workdir: Path, arguments: list[str], profile: Path) -> Workflo
     # SLURM jobs inherit this environment (sbatch --export=ALL is SLURM's default), and
     # inside each job the plugin runs `snakemake` and the rules run `synthdeid`: both
     # must resolve to this virtual environment.
-    env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        "SYNTHDEID_FAKE_GPUS": "1",
+    }
     cmd = [
         "timeout", "-k", "10", str(SNAKEMAKE_TIMEOUT_S),
         str(SNAKEMAKE),

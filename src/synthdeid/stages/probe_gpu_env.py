@@ -3,6 +3,14 @@
 The workflow's ``probe_gpu_env`` rule asks for ``gpu=1`` and runs this, so an
 HPC user can check that GPU rules land on GPU nodes (the SLURM job id and the
 devices the scheduler granted) before spending hours on training.
+
+A job the scheduler granted a GPU (``CUDA_VISIBLE_DEVICES``, ``SLURM_JOB_GPUS`` or
+``SLURM_GPUS_ON_NODE`` set) whose torch sees no CUDA device fails, naming the torch
+build: the pinned venv has the CPU build, and a GPU rule run with it trains on the
+node's CPUs for hours without a word. GPU rules need the CUDA env (the SLURM
+profile's ``software-deployment-method: conda`` with ``envs/gpu.yaml``, or a venv
+built by ``envs/install.sh --torch cuda``). ``SYNTHDEID_FAKE_GPUS=1`` (a test
+cluster whose GPUs are stand-ins) records without the check.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from typing import Any
 
 from synthdeid.artifacts import code_version, write_json_atomic
 from synthdeid.cli_types import output_file
+from synthdeid.errors import StepError
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +59,43 @@ def describe_environment() -> dict[str, Any]:
     }
 
 
+FAKE_GPUS_VARIABLE = "SYNTHDEID_FAKE_GPUS"
+# CUDA_VISIBLE_DEVICES values that grant no device
+NO_DEVICE = frozenset({"", "-1", "NoDevFiles"})
+
+
+def granted_gpus(scheduler: dict[str, str | None]) -> str | None:
+    """The GPUs the scheduler granted this job, as it names them (None: none granted)."""
+    for name in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE"):
+        value = (scheduler.get(name) or "").strip()
+        if value in NO_DEVICE or (name == "SLURM_GPUS_ON_NODE" and value == "0"):
+            continue  # a count of 0 GPUs on the node grants none
+        return f"{name}={value}"
+    return None
+
+
+def check_cuda(env: dict[str, Any], fake_gpus: bool = False) -> None:
+    """StepError when the job was granted a GPU that torch cannot use (module docstring)."""
+    granted = granted_gpus(env["scheduler"])
+    if granted is None or env["cuda_available"] or fake_gpus:
+        return
+    build = env["torch_cuda_build"] or "none: the CPU build"
+    raise StepError(
+        f"this job was granted a GPU ({granted}) but torch {env['torch']} (CUDA build "
+        f"{build}) sees no CUDA device, so a GPU rule would train on the CPU: run GPU rules "
+        "in the CUDA env (--sdm conda with envs/gpu.yaml, as profiles/slurm sets, or a venv "
+        f"built by envs/install.sh --torch cuda); {FAKE_GPUS_VARIABLE}=1 only on a test "
+        "cluster whose GPUs are stand-ins"
+    )
+
+
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, type=output_file, help="environment JSON to write")
 
 
 def run(args: argparse.Namespace) -> None:
     env = describe_environment()
+    check_cuda(env, fake_gpus=os.environ.get(FAKE_GPUS_VARIABLE) == "1")
     write_json_atomic(env, args.out)
     log.info(
         "host %s, SLURM job %s, CUDA_VISIBLE_DEVICES=%s, cuda available: %s",
