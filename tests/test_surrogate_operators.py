@@ -309,6 +309,36 @@ def test_age_unparsed_is_redacted_and_threshold_option() -> None:
         simple.AgeOperator(KEY, {"threshold": "ninety"})
 
 
+@pytest.mark.parametrize(
+    ("surface", "expected"),
+    [
+        ("43 yo", "40-44 yo"),
+        ("age 0", "age 0-4"),
+        ("41-47", "40-49"),
+        ("forty-one", "40-44"),
+        ("88", "85-89"),
+        ("93 yo", "90+ yo"),  # over the threshold: capped as before
+        ("85-92", "90+"),
+        ("18-month-old", "18-month-old"),  # under a year's unit: kept
+    ],
+)
+def test_age_banding_is_an_operator_choice(surface: str, expected: str) -> None:
+    operator = simple.AgeOperator(KEY, {"band": 5})
+    assert operator.replace(mention(surface, "AGE")) == expected
+    assert operator.allows_identity(mention(surface, "AGE")) == (expected == surface)
+
+
+def test_age_banding_counts_and_band_option() -> None:
+    operator = simple.AgeOperator(KEY, {"band": 10, "threshold": 85})
+    assert operator.replace(mention("83 yo", "AGE")) == "80-84 yo"  # the last band stops short
+    assert operator.replace(mention("57", "AGE")) == "50-59"
+    assert operator.replace(mention("86", "AGE")) == "85+"
+    assert operator.counts == {"ages_banded": 2, "ages_capped": 1}
+    for band in (1, "5", True):
+        with pytest.raises(ConfigError, match="band"):
+            simple.AgeOperator(KEY, {"band": band})
+
+
 # ---------------------------------------------------------------- redact, hash, keep
 
 

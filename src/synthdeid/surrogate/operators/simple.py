@@ -114,10 +114,17 @@ class AgeOperator(SurrogateOperator):
     ages are all under the threshold is kept deliberately. A surface with no
     readable age cannot be shown safe, so it becomes ``[LABEL]``. Counts
     ``ages_kept``, ``ages_capped`` and ``unparsed_ages``.
+
+    ``band`` (years, default null) bands the ages under the threshold too, as an
+    operator choice beyond Safe Harbor (SHIELD, sec. 2.2): an age in years becomes
+    the band that holds it, ``band`` years wide from 0 ("43 yo" -> "40-44 yo" with
+    band 5; a range "41-47" -> "40-49"; "forty-one" -> "40-44"). Ages in months,
+    weeks, days or hours are under a year and stay as they are. Counts
+    ``ages_banded``.
     """
 
     name = "age"
-    defaults: ClassVar[Mapping[str, Any]] = {"threshold": 90}
+    defaults: ClassVar[Mapping[str, Any]] = {"threshold": 90, "band": None}
     avoids_originals = False  # "90+" or the age itself: a category, not a value
 
     def configure(self) -> None:
@@ -128,23 +135,43 @@ class AgeOperator(SurrogateOperator):
                 f"got {threshold!r}"
             )
         self.threshold: int = threshold
+        band = self.options["band"]
+        if band is not None and (isinstance(band, bool) or not isinstance(band, int) or band < 2):
+            raise ConfigError(
+                f"operator {self.name}: band must be null or a whole number of years from 2, "
+                f"got {band!r}"
+            )
+        self.band: int | None = band
+
+    def _banded(self, low: float, high: float) -> str:
+        """The band (or run of bands) holding ages ``low`` to ``high`` in years."""
+        assert self.band is not None
+        first = int(low) // self.band * self.band
+        last = int(high) // self.band * self.band + self.band - 1
+        return f"{first}-{min(last, self.threshold - 1)}"
 
     def _capped(self, surface: str) -> str | None:
-        """The surface with every age at or over the threshold capped; ``None`` if unread."""
+        """The surface with every age at or over the threshold capped (and, with a band,
+        every age in years under it banded); ``None`` if no age can be read."""
         cap = f"{self.threshold}+"
-        spans: list[tuple[int, int, float]] = []
+        spans: list[tuple[int, int, float, float]] = []
         for match in _NUMERIC_AGE.finditer(surface):
-            high = max(float(match["low"]), float(match["high"] or 0))
-            spans.append((match.start(), match.end(), high))
+            low = float(match["low"])
+            high = max(low, float(match["high"] or 0))
+            spans.append((match.start(), match.end(), low, high))
         for match in _WORD_AGE.finditer(surface):
-            spans.append((match.start(), match.end(), float(_words_value(match[0]))))
+            value = float(_words_value(match[0]))
+            spans.append((match.start(), match.end(), value, value))
         if not spans:
             return None
         out = surface
         # right to left, so earlier offsets stay valid
-        for start, end, value in sorted(spans, reverse=True):
-            if value / _unit_divisor(surface, end) >= self.threshold:
+        for start, end, low, high in sorted(spans, reverse=True):
+            divisor = _unit_divisor(surface, end)
+            if high / divisor >= self.threshold:
                 out = out[:start] + cap + out[end:]
+            elif self.band is not None and divisor == 1.0:
+                out = out[:start] + self._banded(low, high) + out[end:]
         return out
 
     def allows_identity(self, mention: Mention) -> bool:
@@ -156,7 +183,12 @@ class AgeOperator(SurrogateOperator):
         if capped is None:
             self.counts["unparsed_ages"] += 1
             return f"[{mention.label}]"
-        self.counts["ages_kept" if capped == mention.surface else "ages_capped"] += 1
+        if capped == mention.surface:
+            self.counts["ages_kept"] += 1
+        elif f"{self.threshold}+" in capped and f"{self.threshold}+" not in mention.surface:
+            self.counts["ages_capped"] += 1
+        else:
+            self.counts["ages_banded"] += 1
         return capped
 
 
