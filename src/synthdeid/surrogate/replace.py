@@ -36,7 +36,8 @@ DEFAULT_POLICIES: dict[str, dict[str, Any]] = {
     "DOCTOR": {"operator": "name", "options": {}},
     "PATIENT": {"operator": "name", "options": {}},
     "PHONE": {"operator": "format_preserving", "options": {}},
-    "ID": {"operator": "format_preserving", "options": {}},
+    # a keyed one-way hash: an identifier's format can itself identify (SHIELD, sec. 2.2)
+    "ID": {"operator": "hash", "options": {}},
     "LOCATION": {"operator": "location", "options": {}},
     "HOSPITAL": {"operator": "location", "options": {}},
     "AGE": {"operator": "age", "options": {}},
