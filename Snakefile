@@ -24,6 +24,7 @@ include: "workflow/rules/synth_template.smk"
 include: "workflow/rules/synth_dplm.smk"
 include: "workflow/rules/synth_tabular.smk"
 include: "workflow/rules/teacher.smk"
+include: "workflow/rules/privacy.smk"
 include: "workflow/rules/ner.smk"
 include: "workflow/rules/environment.smk"
 
@@ -40,6 +41,7 @@ localrules:
     compare_ner_archive,
     tabulate_study_archive,
     compare_teacher,
+    ledger_privacy,
 
 
 rule all:

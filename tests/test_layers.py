@@ -52,6 +52,7 @@ LAYERS: Layers = (
             "shards",
             "pinned",
             "code_identity",
+            "privacy_ledger",
         ),
     ),
     # placeholders for PHI, surrogate values, and the identifier scanner built on both

@@ -69,6 +69,7 @@ DEMO_JOBS = {
     "compare_ner": 1,
     "plan_runs": 1,
     "tabulate_study": 1,
+    "ledger_privacy": 1,
     "all": 1,
 }
 
@@ -425,6 +426,7 @@ def test_changing_the_privacy_target_reruns_only_the_dp_branch(workdir: Path) ->
         "train_dp_lm": 1,
         "sample_dp_lm": 1,
         "audit_dp_lm": 1,
+        "ledger_privacy": 1,
         "all": 1,
     }
     assert "output: results/train_dp_lm/demo/dp/model" in result.stdout
@@ -440,6 +442,7 @@ def test_the_pretrained_language_model_switch_reruns_only_the_dp_lm_branch(
         "train_dp_lm": 2,
         "sample_dp_lm": 2,
         "audit_dp_lm": 1,
+        "ledger_privacy": 1,
         "all": 1,
     }
     assert "bundled:smollm2" in result.stdout  # the settings the two trainings get

@@ -198,6 +198,10 @@ STAGES: dict[str, Stage] = {
             "Fit one tabular synthesizer on the train half and draw independent synthetic samples.",
         ),
         Stage(
+            "ledger-privacy",
+            "The privacy ledger of a corpus: every DP release and the composed total (ledger-privacy).",
+        ),
+        Stage(
             "evaluate-tabular",
             "Compare tabular synthesizers: fidelity, similarity and novelty over their samples (Lorenzo et al. 2026, Table 1).",
         ),

@@ -16,12 +16,13 @@ argument parser use it.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, cast
 
 from synthdeid.errors import ConfigError
 
@@ -162,6 +163,26 @@ def positive_int(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
     return number
+
+
+def _json(value: str, kind: type, what: str) -> Any:
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc.msg} at character {exc.pos})") from None
+    if not isinstance(parsed, kind):
+        raise argparse.ArgumentTypeError(f"must be a JSON {what}, got {type(parsed).__name__}")
+    return parsed
+
+
+def json_object(value: str) -> dict[str, Any]:
+    """A JSON object argument (``--budgets '{"a": 1}'``)."""
+    return cast(dict[str, Any], _json(value, dict, "object"))
+
+
+def json_list(value: str) -> list[Any]:
+    """A JSON list argument (``--releases '[...]'``)."""
+    return cast(list[Any], _json(value, list, "list"))
 
 
 def positive_float(value: str) -> float:

@@ -16,6 +16,7 @@ from synthdeid.labels import coarse_view
 from synthdeid.notes import UNSPLIT
 from synthdeid.workflow import (
     corpora,
+    ledger,
     ner_inputs,
     pools,
     stage_names,
@@ -102,6 +103,13 @@ archive_files = refusing(ner_inputs.archive_files)
 ERROR_REPORT = NER["error_report"]
 # labelled pools a mixture can draw from, silver pools of the teachers included
 POOLS = TABLES.pools
+
+# every DP release (its privacy.json) and the budgets per population (rule ledger_privacy)
+LEDGER_RELEASES = ledger.release_specs(CORPUS, TABLE, TABULAR_RUNS, verbalized_samples(TABULAR))
+LEDGER_BUDGETS = ledger.budgets(CORPUS, TABLE, config["privacy"]["budgets"])
+refusing(ledger.check_planned)(
+    LEDGER_RELEASES, DPLM["privacy"]["target_epsilon"], TABULAR_RUNS, LEDGER_BUDGETS
+)
 
 # jobs per sharded step (1: one job, no gather)
 SHARDS = refusing(shard_counts)(config)
