@@ -559,9 +559,9 @@ def test_brat_blank_note_id(tmp_path: Path) -> None:
     ("line", "record", "problem"),
     [
         ("T2\tHCPName", "line 2 (T2)", "no offsets"),
-        ("T2\tHCPName 12 x\tAlvarez", "line 2 (T2)", "malformed offsets '12 x'"),
+        ("T2\tHCPName 12 x\tAlvarez", "line 2 (T2)", "malformed offsets (expected <start>"),
         ("T2\tHCPName 12 \u00b9\u2079\tAlvarez", "line 2 (T2)", "malformed offsets"),
-        ("T2\tHCPName 12 19;23\tAlvarez", "line 2 (T2)", "malformed offsets '12 19;23'"),
+        ("T2\tHCPName 12 19;23\tAlvarez", "line 2 (T2)", "malformed offsets"),
         ("T2\tHCPName 12 19", "line 2 (T2)", "no surface column"),
         ("T2\tHCPName 11 21", "line 2 (T2)", "no surface column"),
         ("T2 HCPName 12 19 Alvarez", "line 2", "no tab after the annotation id"),
@@ -570,7 +570,9 @@ def test_brat_blank_note_id(tmp_path: Path) -> None:
 def test_brat_malformed_annotation(tmp_path: Path, line: str, record: str, problem: str) -> None:
     put(tmp_path / "doc.txt", TEXT)
     ann = put(tmp_path / "doc.ann", f"T1\tHCPName 12 19\tAlvarez\n{line}\n")
-    assert_error(read_error("brat", tmp_path), ann, record, problem)
+    err = read_error("brat", tmp_path)
+    assert_error(err, ann, record, problem)
+    assert "Alvarez" not in str(err) and "HCPName 12" not in str(err)  # never the line
 
 
 @pytest.mark.parametrize(
@@ -629,7 +631,7 @@ def test_jsonl_bad_lines(tmp_path: Path, line: str, record: str, problem: str) -
         (
             i2b2_xml(TEXT, ['<DATE id="P0" start="--1" end="27" text="3/14" TYPE="DATE" />']),
             "tag P0 <DATE>",
-            "attribute start='--1' is not an integer",
+            "attribute start is not an integer",
         ),
     ],
 )

@@ -1,6 +1,6 @@
 """Corpus readers, registered by format name (``corpus.format`` in the config)."""
 
-from synthdeid.readers import brat, i2b2, jsonl, physionet
+from synthdeid.readers import brat, i2b2, jsonl, label_maps, physionet
 from synthdeid.readers.base import READERS, CorpusReader, ReaderOptions, get_reader
 
 __all__ = [
@@ -11,5 +11,6 @@ __all__ = [
     "get_reader",
     "i2b2",
     "jsonl",
+    "label_maps",
     "physionet",
 ]
