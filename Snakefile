@@ -50,6 +50,5 @@ rule all:
         all_targets(),
 
 
-
 # a change to the code a step runs reruns it (params.code: synthdeid.code_identity)
 add_code_params(workflow.rules)

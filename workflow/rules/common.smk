@@ -105,7 +105,9 @@ ERROR_REPORT = NER["error_report"]
 POOLS = TABLES.pools
 
 # every DP release (its privacy.json) and the budgets per population (rule ledger_privacy)
-LEDGER_RELEASES = ledger.release_specs(CORPUS, TABLE, TABULAR_RUNS, verbalized_samples(TABULAR))
+LEDGER_RELEASES = ledger.release_specs(
+    CORPUS, TABLE, TABULAR_RUNS, verbalized_samples(TABULAR)
+)
 LEDGER_BUDGETS = ledger.budgets(CORPUS, TABLE, config["privacy"]["budgets"])
 refusing(ledger.check_planned)(
     LEDGER_RELEASES, DPLM["privacy"]["target_epsilon"], TABULAR_RUNS, LEDGER_BUDGETS
@@ -116,7 +118,9 @@ SHARDS = refusing(shard_counts)(config)
 
 TEACHERS = TABLES.teachers
 # runs others build on, or asked for by name: never part of a degenerate arm (plan_runs)
-PROTECTED_RUNS = RUNS.built_upon() | set(TABLES.error_report_runs) | TEACHERS.run_references(RUNS)
+PROTECTED_RUNS = (
+    RUNS.built_upon() | set(TABLES.error_report_runs) | TEACHERS.run_references(RUNS)
+)
 # answers of an LLM teacher hold the notes' PHI: local disk, like the notes, never shared
 TEACHER_CACHE_DIR = "cache/teacher_responses"
 
@@ -151,10 +155,13 @@ def distinct_runs(wildcards_or_corpus):
 def add_code_params(defined):
     """Give every defined step that runs a stage the param ``code``: the digest of that
     stage's code, so that a change to it reruns the step (Snakemake's params trigger); the
-    shell command, ``synthdeid <stage> ...``, stays the same when the code behind it changes."""
+    shell command, ``synthdeid <stage> ...``, stays the same when the code behind it changes.
+    """
     for step in defined:
         if step.shellcmd:
-            step.set_params(code=stage_code_digest(stage_names.stage_command(step.name)))
+            step.set_params(
+                code=stage_code_digest(stage_names.stage_command(step.name))
+            )
 
 
 def eval_corpus(wildcards):

@@ -45,7 +45,9 @@ checkpoint plan_runs:
     conda:
         "../../envs/cpu.yaml"
     params:
-        arguments=lambda w, input: ner_inputs.plan_arguments(RUNS, PROTECTED_RUNS, input),
+        arguments=lambda w, input: ner_inputs.plan_arguments(
+            RUNS, PROTECTED_RUNS, input
+        ),
     shell:
         "synthdeid --log {log:q} plan-runs {params.arguments} --out {output.plan:q}"
 
@@ -500,8 +502,16 @@ rule compare_ner:
     evaluation.corpora (SHIELD's cross-dataset tables; an anchor on its holdout only).
     """
     input:
-        unpack(lambda w: ner_inputs.evaluation_outputs(distinct_runs(w), w.corpus, ANCHORS)),
-        unpack(lambda w: ner_inputs.cross_outputs(distinct_runs(w), EVAL_CORPORA, w.corpus)),
+        unpack(
+            lambda w: ner_inputs.evaluation_outputs(
+                distinct_runs(w), w.corpus, ANCHORS
+            )
+        ),
+        unpack(
+            lambda w: ner_inputs.cross_outputs(
+                distinct_runs(w), EVAL_CORPORA, w.corpus
+            )
+        ),
     output:
         runs="results/compare_ner/{corpus}/runs.csv",
         tests="results/compare_ner/{corpus}/paired_tests.csv",
@@ -535,7 +545,9 @@ rule compare_ner:
     conda:
         "../../envs/cpu.yaml"
     params:
-        runs=lambda w, input: ner_inputs.compare_arguments(distinct_runs(w), input, ANCHORS),
+        runs=lambda w, input: ner_inputs.compare_arguments(
+            distinct_runs(w), input, ANCHORS
+        ),
         cross=lambda w, input: ner_inputs.cross_arguments(
             w.corpus, EVAL_CORPORA, distinct_runs(w), input
         ),
@@ -656,7 +668,10 @@ rule tabulate_study_archive:
             caption="../report/study.rst",
             category="De-identification",
             subcategory="study",
-            labels={"result": "arms vs reference (archived runs)", "corpus": "{corpus}"},
+            labels={
+                "result": "arms vs reference (archived runs)",
+                "corpus": "{corpus}",
+            },
         ),
     log:
         "logs/tabulate_study_archive/{corpus}.log",
@@ -685,7 +700,8 @@ rule study:
 
 rule archive:
     """Target: every run of the configured corpus archived, degenerate arms' runs aside, and
-    the plan that names those arms (snakemake archive; commit plan.json with the runs)."""
+    the plan that names those arms (snakemake archive; commit plan.json with the runs).
+    """
     input:
         lambda w: [
             f"results/archive_run/{CORPUS}/{run}/run.json"
