@@ -354,6 +354,7 @@ def test_changing_a_masking_parameter_reruns_masking_and_synthesis(workdir: Path
         "train_dp_lm": 2,
         "sample_dp_lm": 2,
         "audit_dp_lm": 1,
+        "ledger_privacy": 1,
         "all": 1,
     }
     assert "Params have changed since last execution" in result.stdout
@@ -719,7 +720,9 @@ def test_a_touched_corpus_and_a_step_rerun_on_unchanged_code_replan_nothing(
     # nothing after it reruns
     notes = "results/ingest_corpus/demo/notes.parquet"
     before = (workdir / notes).read_bytes()
-    snakemake(workdir, "--forcerun", "ingest_corpus", notes)
+    snakemake(
+        workdir, notes, "--forcerun", "ingest_corpus"
+    )  # the target first: --forcerun takes a list
     assert (workdir / notes).read_bytes() == before
     assert "Nothing to be done" in snakemake(workdir, "-n").stdout
 

@@ -45,11 +45,12 @@ checkpoint plan_runs:
     conda:
         "../../envs/cpu.yaml"
     params:
-        arguments=lambda w, input: ner_inputs.plan_arguments(
-            RUNS, PROTECTED_RUNS, input
-        ),
+        # compared by Snakemake (not derived from the input): changed settings rerun the plan
+        runs=ner_inputs.plan_arguments(RUNS, PROTECTED_RUNS),
+        mixtures=lambda w, input: ner_inputs.plan_mixture_arguments(RUNS, input),
     shell:
-        "synthdeid --log {log:q} plan-runs {params.arguments} --out {output.plan:q}"
+        "synthdeid --log {log:q} plan-runs {params.mixtures} {params.runs}"
+        " --out {output.plan:q}"
 
 
 rule tapt_encoder_own:

@@ -93,16 +93,22 @@ def plan_inputs(runs: NerRuns, corpus: str) -> dict[str, str]:
     }
 
 
-def plan_arguments(runs: NerRuns, protected: Collection[str], inputs: Mapping[str, str]) -> str:
-    """plan-runs' --mixture, --arm and --settings per trained run, --protect per run that
-    others build on (``protected``)."""
+def plan_arguments(runs: NerRuns, protected: Collection[str]) -> str:
+    """plan-runs' --arm and --settings per trained run and --protect per run others build
+    on. Kept apart from the mixtures (which come from the rule's input) so that Snakemake
+    compares them: a param derived from the input is not compared, and a change to a
+    run's settings must rerun the plan."""
     order = runs.in_plan_order()
     return joined(
-        flags("--mixture", ((run, inputs[f"mixture_{run}"]) for run in order)),
         flags("--arm", ((run, runs.runs[run].get(ARM) or run) for run in order)),
         flags("--settings", ((run, settings_key(runs, run)) for run in order)),
         *[f"--protect {shlex.quote(run)}" for run in order if run in protected],
     )
+
+
+def plan_mixture_arguments(runs: NerRuns, inputs: Mapping[str, str]) -> str:
+    """plan-runs' --mixture per trained run, in plan order (from the rule's input)."""
+    return flags("--mixture", ((run, inputs[f"mixture_{run}"]) for run in runs.in_plan_order()))
 
 
 def archive_files(folder: str | None) -> list[str]:
