@@ -617,6 +617,8 @@ def test_study_cells_are_written_exactly() -> None:
         "target: 1 of 3."
     )
     assert detectable_text(rows, 0.05).endswith("; arms within the 0.05 target: 2 of 3.")
+    reference_only = [row for row in rows if row["reference"]]
+    assert detectable_text(reference_only).startswith("No arm is tested against the reference")
     assert detectable_text(rows[:3], 0.05, alpha=0.1) == (
         "Smallest detectable difference in F1 (90%, power 0.8, Bonferroni over 2 arms, paired "
         "over seeds and documents): 0.041; arms within the 0.05 target: 1 of 2."

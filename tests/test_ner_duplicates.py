@@ -166,3 +166,14 @@ def test_plan_runs_refuses_a_summary_without_a_digest(tmp_path: Path) -> None:
     argv = ["plan-runs", "--mixture", f"a={old}", "--settings", "a=x", "--out", str(out)]
     assert main(argv) == 2
     assert not out.exists()
+
+
+def test_an_archived_study_takes_the_first_reference_run_it_holds(tmp_path: Path) -> None:
+    from synthdeid.workflow.ner_inputs import archived_reference
+
+    runs = ner_runs()
+    assert archived_reference(None, runs) == "real_only-seed1"
+    (tmp_path / "real_only-seed2").mkdir()
+    assert archived_reference(str(tmp_path), runs) == "real_only-seed2"
+    with pytest.raises(ConfigError, match="holds no run of the reference arm"):
+        archived_reference(str(tmp_path / "empty"), runs)

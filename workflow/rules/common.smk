@@ -99,6 +99,7 @@ NER_RUNS = RUNS.runs
 # archived runs `snakemake study` tabulates instead of the runs themselves (null: the runs)
 STUDY_ARCHIVE = NER["study_archive"]
 archive_files = refusing(ner_inputs.archive_files)
+archived_reference = refusing(ner_inputs.archived_reference)
 # runs whose errors on development notes are listed (report_errors; trained runs only)
 ERROR_REPORT = NER["error_report"]
 # labelled pools a mixture can draw from, silver pools of the teachers included

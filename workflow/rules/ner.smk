@@ -643,7 +643,7 @@ rule compare_ner_archive:
         "../../envs/cpu.yaml"
     params:
         archive=STUDY_ARCHIVE,
-        reference=RUNS.reference_run,
+        reference=archived_reference(STUDY_ARCHIVE, RUNS),
         resamples=config["ner"]["evaluation"]["resamples"],
         seed=config["ner"]["evaluation"]["seed"],
         out_dir=folder_of("comparison"),

@@ -210,6 +210,8 @@ def detectable_text(
     """The sentence under the table: the range of the Bonferroni-adjusted MDE over the
     tested arms, and how many of them reach ``target``."""
     m = sum(not row["reference"] for row in rows)
+    if m == 0:
+        return f"No arm is tested against the reference yet: no detectable difference ({NOT_AVAILABLE})."
     arms = "arm" if m == 1 else "arms"
     mdes = sorted(
         row[f"{metric}_mde_bonferroni"]

@@ -123,6 +123,20 @@ def archive_files(folder: str | None) -> list[str]:
     return sorted(str(path) for path in root.rglob("*") if path.is_file())
 
 
+def archived_reference(folder: str | None, runs: NerRuns) -> str:
+    """The run compare-ner takes as the reference of an archived study: the first run of
+    the reference arm the archive holds (ConfigError: it holds none)."""
+    if not folder:
+        return runs.reference_run
+    held = [run for run in runs.arms[runs.reference_arm] if (Path(folder) / run).is_dir()]
+    if not held:
+        raise ConfigError(
+            f"ner.study_archive: {folder} holds no run of the reference arm "
+            f"{runs.reference_arm!r} ({', '.join(runs.arms[runs.reference_arm])})"
+        )
+    return held[0]
+
+
 def read_run_plan(path: str) -> RunPlan:
     """The plan plan_runs wrote (ConfigError naming the file if it is not one)."""
     try:
