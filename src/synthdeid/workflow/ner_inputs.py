@@ -58,10 +58,17 @@ def training_settings(runs: NerRuns, run: str, corpus: str) -> dict[str, Any]:
     """The run's training settings; a run with `tapt` starts from the adapted encoder. The
     distillation keys are left out of a run without `distill_from` (unused there), so that
     changing them reruns only the distilled runs."""
-    settings = runs.training(run)
+    settings = used_training(runs, run)
     model = run_tapt_model(runs, run, corpus)
     if model:
         settings["model"] = model
+    return settings
+
+
+def used_training(runs: NerRuns, run: str) -> dict[str, Any]:
+    """ner.training with the run's overrides, less the distillation keys of a run without
+    `distill_from` (unused there)."""
+    settings = runs.training(run)
     if not runs.runs[run].get("distill_from"):
         for key in DISTILL_KEYS:
             settings.pop(key, None)
@@ -71,13 +78,13 @@ def training_settings(runs: NerRuns, run: str, corpus: str) -> dict[str, Any]:
 def settings_key(runs: NerRuns, run: str) -> str:
     """The digest of what besides its mixture decides the model a run trains: its training
     settings (seed included), the encoder it adapts (``tapt``) and its distillation teacher."""
-    settings = runs.training(run)
-    if not runs.runs[run].get("distill_from"):
-        for key in DISTILL_KEYS:
-            settings.pop(key, None)
     entry = runs.runs[run]
     return settings_digest(
-        {"training": settings, "tapt": entry.get("tapt"), "distill": runs.distill_teacher(run)}
+        {
+            "training": used_training(runs, run),
+            "tapt": entry.get("tapt"),
+            "distill": runs.distill_teacher(run),
+        }
     )
 
 
