@@ -42,6 +42,34 @@ def note_from_pieces(
     return Note(note_id, patient_id, text, tuple(spans), "made-up", split)
 
 
+def tiny_tagger(directory: Path) -> Path:
+    """A 2-layer tagger trained for one epoch on made-up notes (seconds on a CPU): something
+    predict-ner and deid load. Its one label is DOCTOR."""
+    import torch
+
+    from synthdeid.ner.model_card import save_model_directory
+    from synthdeid.ner.training import TrainingConfig, train
+
+    torch.manual_seed(0)
+    notes = [
+        note_from_pieces(f"n{i}", f"p{i % 4}", ["Seen by Dr. ", ("Okafor", "DOCTOR"), " today."])
+        for i in range(8)
+    ]
+    config = TrainingConfig.from_mapping(
+        {
+            "model": str(tiny_encoder_dir(directory / "encoder")),
+            "max_length": 32,
+            "stride": 8,
+            "epochs": 1,
+            "batch_size": 4,
+            "learning_rate": 1e-3,
+        }
+    )
+    result = train(notes[:6], notes[6:], config, progress=False)
+    mixture = {"regime": "augmentation", "n_train_total": 6}
+    return save_model_directory(result, config, directory / "model", mixture=mixture, run="tiny")
+
+
 # made-up clinical-sounding sentences for MLM pretraining tests
 SUBJECTS = ("The patient", "She", "He", "The resident", "The nurse")
 EVENTS = (

@@ -18,7 +18,7 @@ from types import ModuleType
 
 import pytest
 
-from ner_helpers import note_from_pieces, tiny_encoder_dir
+from ner_helpers import tiny_tagger
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "bench/scale_memory.py"
@@ -56,33 +56,6 @@ def test_a_sharded_deid_is_shard_jobs_then_one_gather(tmp_path: Path) -> None:
     unsharded = bench.commands(100, tmp_path, "jsonl", bench.Deid(tmp_path / "model", "int8", 2))
     assert [job.key for job in unsharded][-1] == "predict-ner"
     assert "--shard" not in unsharded[-1].arguments
-
-
-def tiny_tagger(directory: Path) -> Path:
-    """A 2-layer tagger trained for one epoch on made-up notes: something predict-ner loads."""
-    import torch
-
-    from synthdeid.ner.model_card import save_model_directory
-    from synthdeid.ner.training import TrainingConfig, train
-
-    torch.manual_seed(0)
-    notes = [
-        note_from_pieces(f"n{i}", f"p{i % 4}", ["Seen by Dr. ", ("Okafor", "DOCTOR"), " today."])
-        for i in range(8)
-    ]
-    config = TrainingConfig.from_mapping(
-        {
-            "model": str(tiny_encoder_dir(directory / "encoder")),
-            "max_length": 32,
-            "stride": 8,
-            "epochs": 1,
-            "batch_size": 4,
-            "learning_rate": 1e-3,
-        }
-    )
-    result = train(notes[:6], notes[6:], config, progress=False)
-    mixture = {"regime": "augmentation", "n_train_total": 6}
-    return save_model_directory(result, config, directory / "model", mixture=mixture, run="tiny")
 
 
 def run_bench(*args: str) -> subprocess.CompletedProcess[str]:

@@ -12,12 +12,16 @@ import pytest
 from synthdeid.artifacts import write_parquet_atomic
 from synthdeid.dplm.canaries import (
     CANARIES_SCHEMA,
+    CANARY,
+    OUTLIER,
     Canary,
     canary_report,
     make_canaries,
     number_words,
-    read_canaries,
+    of_kind,
+    read_planted,
 )
+from synthdeid.dplm.outliers import make_outliers
 from synthdeid.dplm.rouge import rouge_l, tokenize
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.identifiers import IdentifierScanner
@@ -160,13 +164,36 @@ def test_exposure_ranks_planted_canaries_among_references() -> None:
         canary_exposure([], references)
 
 
-def test_read_canaries_gives_back_the_canaries_written(tmp_path: Path) -> None:
-    canaries = make_canaries(3, seed=5)
+def test_read_planted_gives_back_the_canaries_and_outliers_written(tmp_path: Path) -> None:
+    canaries, outliers = make_canaries(3, seed=5), make_outliers(2, seed=5)
     path = tmp_path / "canaries.parquet"
     write_parquet_atomic(
-        pa.Table.from_pylist([c.to_json() for c in canaries], schema=CANARIES_SCHEMA), path
+        pa.Table.from_pylist([c.to_json() for c in canaries + outliers], schema=CANARIES_SCHEMA),
+        path,
     )
-    assert read_canaries(path) == canaries
+    planted = read_planted(path)
+    assert planted == canaries + outliers
+    assert of_kind(planted, CANARY) == canaries and of_kind(planted, OUTLIER) == outliers
+    # a table written before outliers existed has no kind column: its rows are canaries
+    old = [{k: v for k, v in c.to_json().items() if k != "kind"} for c in canaries]
+    write_parquet_atomic(pa.Table.from_pylist(old), path)
+    assert read_planted(path) == canaries
     write_parquet_atomic(pa.table({"canary_id": ["c0"], "text": ["a note"]}), path)
     with pytest.raises(InputError, match="phrase"):
-        read_canaries(path)
+        read_planted(path)
+    odd = {**canaries[0].to_json(), "kind": "parrot"}
+    write_parquet_atomic(pa.Table.from_pylist([odd]), path)
+    with pytest.raises(InputError, match="row 0: a planted note of unknown kind"):
+        read_planted(path)
+
+
+def test_the_canary_test_scores_one_kind_at_a_time() -> None:
+    from synthdeid.dplm.canaries import KINDS
+    from synthdeid.dplm.memorization import PLANTED_WORDS
+
+    assert set(PLANTED_WORDS) == set(KINDS)  # the audit names every kind
+    canaries, outliers = make_canaries(2, seed=1), make_outliers(2, seed=1)
+    assert canary_report(canaries, ["x"], resamples=50).kind == CANARY
+    assert canary_report(outliers, ["x"], resamples=50).to_json()["kind"] == OUTLIER
+    with pytest.raises(ConfigError, match="one kind"):
+        canary_report(canaries + outliers, ["x"], resamples=50)

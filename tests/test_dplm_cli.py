@@ -6,6 +6,7 @@ plus the refusal and bad-input paths.
 
 from __future__ import annotations
 
+import csv
 import json
 import random
 import warnings
@@ -97,7 +98,9 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "--removed", str(p["removed.parquet"]), "--summary", str(root / "mask.json"),
     )  # fmt: skip
     canaries = root / "canaries.parquet"
-    run_ok("plant-canaries", "--count", "3", "--seed", "1", "--out", str(canaries))
+    run_ok(
+        "plant-canaries", "--count", "3", "--seed", "1", "--outliers", "2", "--out", str(canaries)
+    )
     for name, extra in (("dp", []), ("non_dp", ["--no-dp"])):
         run_ok(
             "train-dp-lm", "--masked", str(p["masked.parquet"]), "--canaries", str(canaries),
@@ -130,7 +133,7 @@ def test_privacy_json_beside_and_inside_the_model(work: dict[str, Path]) -> None
     dp = json.loads((root / "dp" / "privacy.json").read_text())
     assert dp == json.loads((root / "dp" / "model" / "privacy.json").read_text())
     assert dp["dp"] is True and 0 < dp["epsilon"] <= 8.01
-    assert dp["N"] == 20 + 3  # masked seed notes and canaries
+    assert dp["N"] == 20 + 3 + 2  # masked seed notes, canaries and outliers
     for key in ("delta", "noise_multiplier", "sample_rate", "steps", "accountant", "secure_mode"):
         assert dp[key] is not None, key
     non_dp = json.loads((root / "non_dp" / "privacy.json").read_text())
@@ -138,7 +141,12 @@ def test_privacy_json_beside_and_inside_the_model(work: dict[str, Path]) -> None
     assert set(dp) == set(non_dp)
     assert non_dp["steps"] == dp["steps"] == 3 and non_dp["sample_rate"] == dp["sample_rate"]
     lm = json.loads((root / "dp" / "model" / "synthdeid_lm.json").read_text())
-    assert lm["examples"] == {"seed": 20, "canary": 3, "truncated": lm["examples"]["truncated"]}
+    assert lm["examples"] == {
+        "seed": 20,
+        "canary": 3,
+        "outlier": 2,
+        "truncated": lm["examples"]["truncated"],
+    }
 
 
 def test_samples_are_kept_raw_and_accepted_ones_are_filled_exactly(work: dict[str, Path]) -> None:
@@ -166,14 +174,28 @@ def test_audit_outputs(work: dict[str, Path]) -> None:
         "audit.html",
         "max_rouge_l.png",
         "canaries.png",
+        "outliers.png",
     ):
         assert (audit / name).stat().st_size > 0, name
     data = json.loads((audit / "audit.json").read_text())
     assert set(data["models"]) == {"dp", "non_dp"}
-    assert data["training_notes"] == 23
+    assert data["training_notes"] == 25
     dp = data["models"]["dp"]
     assert len(dp["memorization"]["max_rouge_l"]) == 2 * SAMPLING["per_code"]
-    assert dp["canaries"]["n_canaries"] == 3
+    assert dp["canaries"]["n_canaries"] == 3 and dp["canaries"]["kind"] == "canary"
+    outliers = dp["outliers"]
+    assert outliers["kind"] == "outlier" and outliers["n_canaries"] == 2
+    assert len(outliers["rows"]) == 2 and outliers["rows"][0]["canary_id"] == "outlier_001"
+    assert outliers["n_samples"] == 2 * SAMPLING["per_code"]
+    markdown = (audit / "audit.md").read_text()
+    assert "### Canaries" in markdown and "### Outliers" in markdown
+    assert "![Best ROUGE-L of each outlier](outliers.png)" in markdown
+    with (audit / "audit.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {r["model"] for r in rows} == {"dp", "non_dp"}
+    assert all(r["outliers_regenerated"] in {"0", "1", "2"} for r in rows)
+    assert all(0 <= float(r["outlier_mean_best_rouge_l"]) <= 1 for r in rows)
+    assert "canaries_reproduced" in rows[0] and "canary_mean_best_rouge_l" in rows[0]
     assert dp["perplexity"]["notes"] == 8 and dp["perplexity"]["perplexity"] > 1
     assert dp["privacy"]["dp"] is True
     samples = pq.read_table(work["root"] / "dp" / "samples.parquet").to_pylist()

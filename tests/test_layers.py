@@ -53,6 +53,7 @@ LAYERS: Layers = (
             "pinned",
             "code_identity",
             "privacy_ledger",
+            "provenance_table",
         ),
     ),
     # placeholders for PHI, surrogate values, and the identifier scanner built on both

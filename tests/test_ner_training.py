@@ -502,9 +502,10 @@ def test_unknown_inference_precision_is_a_config_error(saved: Path) -> None:
 
 
 def test_cli_offers_exactly_the_inference_precisions() -> None:
-    """predict-ner repeats the tuple so the CLI starts without torch; the copies must agree."""
+    """predict-ner and deid offer a copy of the tuple, so the CLI starts without torch; the
+    copies must agree."""
+    from synthdeid.ner.inference import PRECISIONS
     from synthdeid.ner.model import INFERENCE_PRECISIONS
-    from synthdeid.stages.predict_ner import PRECISIONS
 
     assert PRECISIONS == INFERENCE_PRECISIONS
 

@@ -21,6 +21,7 @@ from ner_helpers import TAPT_RUN_CONFIG, made_up_sentences, note_from_pieces, ti
 from synthdeid import runtime
 from synthdeid.errors import ConfigError
 from synthdeid.evaluation.archive import read_training_config
+from synthdeid.ner import inference
 from synthdeid.ner import tapt as tapt_module
 from synthdeid.ner import training as training_module
 from synthdeid.ner.model import INFERENCE_PRECISIONS, NER_CONFIG_FILE, DeidTagger, NerSettings
@@ -161,7 +162,7 @@ def test_auto_is_the_default_everywhere_and_the_names_agree(tmp_path: Path) -> N
     assert TrainingConfig().precision == "auto"
     assert TaptConfig().precision == "auto"
     assert set(training_module.PRECISIONS) == set(PRECISIONS)
-    assert predict_ner.PRECISIONS == INFERENCE_PRECISIONS
+    assert inference.PRECISIONS == INFERENCE_PRECISIONS
     assert "auto" in INFERENCE_PRECISIONS
     parser = argparse.ArgumentParser()
     predict_ner.register_arguments(parser)
@@ -180,12 +181,12 @@ def test_predict_ner_resolves_auto_on_the_cpu(
     monkeypatch: pytest.MonkeyPatch, has_native: bool, expected: str
 ) -> None:
     monkeypatch.setattr(runtime, "native_cpu_bf16", lambda: has_native)
-    record = predict_ner.resolved_precision("auto", "cpu")
+    record = inference.resolved_precision("auto", "cpu")
     assert record["requested"] == "auto" and record["resolved"] == expected
     # explicit formats are passed through as they are
-    assert predict_ner.resolved_precision("fp32", "cpu")["resolved"] == "fp32"
-    assert predict_ner.resolved_precision("bf16", "cpu")["resolved"] == "bf16"
-    assert predict_ner.resolved_precision("int8", "cpu") == {
+    assert inference.resolved_precision("fp32", "cpu")["resolved"] == "fp32"
+    assert inference.resolved_precision("bf16", "cpu")["resolved"] == "bf16"
+    assert inference.resolved_precision("int8", "cpu") == {
         "requested": "int8",
         "resolved": "int8",
         "reason": "set explicitly",
@@ -194,9 +195,9 @@ def test_predict_ner_resolves_auto_on_the_cpu(
 
 def test_predict_ner_auto_on_a_gpu_without_bf16_is_fp32(monkeypatch: pytest.MonkeyPatch) -> None:
     gpu(monkeypatch, bf16=False)  # inference casts weights: no fp16 there
-    assert predict_ner.resolved_precision("auto", "cuda")["resolved"] == "fp32"
+    assert inference.resolved_precision("auto", "cuda")["resolved"] == "fp32"
     gpu(monkeypatch, bf16=True)
-    assert predict_ner.resolved_precision("auto", "auto")["resolved"] == "bf16"
+    assert inference.resolved_precision("auto", "auto")["resolved"] == "bf16"
 
 
 @pytest.fixture(scope="module")

@@ -106,6 +106,50 @@ def test_no_paper_is_cited_by_file_number(repo: Path) -> None:
 MARKDOWN_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
+# a commit cited in prose: "commit 1a2b3c4", "at 1a2b3c4", "code 1a2b3c4", and lists after
+# them ("commits 1a2b3c4, 5d6e7f8 and 9a0b1c2"); a token needs a digit (no English word)
+COMMIT_CITATION = re.compile(
+    r"\b(?:[Cc]ommits?|at|code)\s+((?:`?[0-9a-f]{7,40}`?(?:,\s*|\s+and\s+)?)+)"
+)
+HEX_TOKEN = re.compile(r"[0-9a-f]{7,40}")
+
+
+def cited_commits(text: str) -> set[str]:
+    """The commit ids a Markdown text cites (see COMMIT_CITATION)."""
+    found = set()
+    for match in COMMIT_CITATION.finditer(text):
+        found |= {t for t in HEX_TOKEN.findall(match.group(1)) if re.search(r"\d", t)}
+    return found
+
+
+def test_cited_commits_are_read_as_such() -> None:
+    text = "trained at d6a8caa; commits 1a2b3c4, 5d6e7f8 and 9a0b1c2; sha256 `cc324af0`; at facade1"
+    assert cited_commits(text) == {"d6a8caa", "1a2b3c4", "5d6e7f8", "9a0b1c2", "facade1"}
+    assert cited_commits("config hash `589ba5345e27`, code digest sha256:41ce4ab5") == set()
+
+
+def test_readme_and_docs_cite_only_commits_of_this_history(repo: Path) -> None:
+    """A result cites the commit it was measured at: that commit must be in main's history."""
+    shallow = subprocess.run(
+        ["git", "rev-parse", "--is-shallow-repository"], cwd=repo, capture_output=True, text=True
+    )
+    if shallow.returncode != 0:
+        pytest.skip("not a git checkout")
+    if shallow.stdout.strip() == "true":
+        pytest.skip("a shallow clone lacks the history the citations point into")
+    missing = []
+    for path in [repo / "README.md", *sorted((repo / "docs").rglob("*.md"))]:
+        for commit in sorted(cited_commits(path.read_text("utf-8"))):
+            ancestor = subprocess.run(
+                ["git", "merge-base", "--is-ancestor", commit, "HEAD"],
+                cwd=repo,
+                capture_output=True,
+            )
+            if ancestor.returncode != 0:
+                missing.append(f"{path.relative_to(repo)}: {commit}")
+    assert not missing, "cites commits that are not ancestors of HEAD:\n" + "\n".join(missing)
+
+
 def test_readme_is_short_and_its_links_resolve(repo: Path) -> None:
     """The README stays an overview; every relative link of it and of docs/ reaches a file."""
     readme = repo / "README.md"

@@ -18,6 +18,7 @@ from synthdeid.surrogate.operators.base import (
     register,
 )
 from synthdeid.surrogate.operators.names import NameOperator, initial_letters, name_words
+from synthdeid.surrogate.release_ids import read_id_map, restore_ids
 from synthdeid.surrogate.replace import SurrogateReplacer
 
 KEY = SurrogateKey(b"originals test key")
@@ -209,7 +210,9 @@ def test_cli_avoids_originals_of_later_batches(tmp_path, monkeypatch) -> None:
     write_notes(notes, source)
     # one note a batch: the colliding original is read three batches later
     assert main(["replace-surrogates", str(source), str(out), "--batch-rows", "1"]) == 0
-    replaced = {note.note_id: note for note in read_notes(out)}
+    id_map = out.parent / "local" / "notes.offsets.parquet"  # released ids -> original ids
+    restored = restore_ids(read_notes(out), read_id_map(id_map), id_map)
+    replaced = {note.note_id: note for note in restored}
     assert collisions(notes, [replaced[n.note_id] for n in notes]) == []
     assert taken not in replaced["n1"].text
     summary = json.loads((out.parent / "notes.summary.json").read_text())["summary"]

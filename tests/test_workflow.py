@@ -51,6 +51,7 @@ DEMO_JOBS = {
     "subsample_tabular": 1,
     "verbalize_tabular": 1,
     "check_faithfulness": 1,
+    "extract_tabular": 1,
     "label_teacher": 4,
     "combine_teachers": 2,
     "evaluate_teacher": 4,
@@ -70,8 +71,13 @@ DEMO_JOBS = {
     "plan_runs": 1,
     "tabulate_study": 1,
     "ledger_privacy": 1,
+    "list_provenance": 1,
     "all": 1,
 }
+
+# what every rerun plans besides its branch: the provenance table of the final artifacts,
+# and the default target
+ALWAYS = {"list_provenance": 1, "all": 1}
 
 # what a change to surrogate_aug (runs[1]) reruns besides its own branch: the demo
 # ensemble it is a member of (ensemble_ner, then its predictions and evaluations on the
@@ -93,6 +99,7 @@ TABULAR_JOBS = (
     "subsample_tabular",
     "verbalize_tabular",
     "check_faithfulness",
+    "extract_tabular",
 )
 
 
@@ -127,6 +134,15 @@ def test_demo_run_writes_artifacts_with_their_schemas(workdir: Path) -> None:
     assert provenance["params"]["label_view"] == "canonical"
     overview = (results / "plot_corpus_overview" / "demo" / "overview.png").read_bytes()
     assert overview.startswith(b"\x89PNG")
+    # the released surrogate corpus carries keyed ids, none of the corpus's own
+    surrogates = read_notes(results / "replace_surrogates" / "demo" / "notes.parquet")
+    assert all(n.note_id.startswith("note-") for n in surrogates)
+    assert all(n.patient_id.startswith("patient-") for n in surrogates)
+    assert not {n.note_id for n in surrogates} & {n.note_id for n in split}
+    # the report's table of what made each final artifact
+    made = json.loads((results / "list_provenance" / "demo" / "provenance.json").read_text())
+    recorded = [a for a in made["artifacts"] if a["step"]]
+    assert len(recorded) >= 10 and all(a["code_digest"].startswith("sha256:") for a in recorded)
     summary = json.loads((results / "mask_seeds" / "demo" / "summary.json").read_text())
     assert summary["summary"]["notes_with_gold_surfaces_left"] == 0
     assert (workdir / "logs" / "mask_seeds" / "demo.log").read_text().count("masked") >= 1
@@ -228,7 +244,8 @@ def test_demo_run_trains_samples_and_audits_the_dp_language_model(workdir: Path)
     assert samples.num_rows > 0
     audit = json.loads((results / "audit_dp_lm" / "demo" / "audit.json").read_text())
     assert set(audit["models"]) == {"dp", "non_dp"}
-    for figure in ("max_rouge_l.png", "canaries.png"):
+    assert audit["models"]["dp"]["outliers"]["n_canaries"] == 4  # config.yaml's outliers.count
+    for figure in ("max_rouge_l.png", "canaries.png", "outliers.png"):
         assert (results / "audit_dp_lm" / "demo" / figure).read_bytes().startswith(b"\x89PNG")
 
 
@@ -257,6 +274,11 @@ def test_demo_run_compares_every_synthesizer_and_verbalizes_a_subsample(workdir:
         (results / "check_faithfulness" / "breast_cancer" / "faithfulness.json").read_text()
     )
     assert scores["reports"] == 40 and scores["generators"] == ["grammar"]
+    extraction = json.loads(
+        (results / "extract_tabular" / "breast_cancer" / "extraction.json").read_text()
+    )
+    assert extraction["training_reports"] == 40 and extraction["test_reports"] == 284
+    assert set(extraction["extractors"]) == {"fine-tuned"}  # no LLM in the demo
 
 
 def test_demo_run_labels_with_teachers_and_distils_a_student(workdir: Path) -> None:
@@ -355,7 +377,7 @@ def test_changing_a_masking_parameter_reruns_masking_and_synthesis(workdir: Path
         "sample_dp_lm": 2,
         "audit_dp_lm": 1,
         "ledger_privacy": 1,
-        "all": 1,
+        **ALWAYS,
     }
     assert "Params have changed since last execution" in result.stdout
 
@@ -378,7 +400,7 @@ def test_changing_one_run_reruns_only_that_branch(workdir: Path) -> None:
         "compare_ner": 1,
         "plan_runs": 1,
         "tabulate_study": 1,
-        "all": 1,
+        **ALWAYS,
         **MEMBER_RERUN,
     }
     assert "results/train_ner/demo/surrogate_aug/model" in result.stdout
@@ -399,7 +421,7 @@ def test_changing_the_dedup_threshold_reruns_only_the_pool_branch(workdir: Path)
         ),
         0.9,
     )
-    assert planned_jobs(result.stdout) == {"fill_templates": 1, "diagnose_synthetic": 1, "all": 1}
+    assert planned_jobs(result.stdout) == {"fill_templates": 1, "diagnose_synthetic": 1, **ALWAYS}
 
 
 def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
@@ -428,7 +450,7 @@ def test_changing_the_privacy_target_reruns_only_the_dp_branch(workdir: Path) ->
         "sample_dp_lm": 1,
         "audit_dp_lm": 1,
         "ledger_privacy": 1,
-        "all": 1,
+        **ALWAYS,
     }
     assert "output: results/train_dp_lm/demo/dp/model" in result.stdout
     assert "output: results/train_dp_lm/demo/non_dp/model" not in result.stdout
@@ -444,7 +466,7 @@ def test_the_pretrained_language_model_switch_reruns_only_the_dp_lm_branch(
         "sample_dp_lm": 2,
         "audit_dp_lm": 1,
         "ledger_privacy": 1,
-        "all": 1,
+        **ALWAYS,
     }
     assert "bundled:smollm2" in result.stdout  # the settings the two trainings get
     assert '"lora":{"alpha":32' in result.stdout  # params are compact JSON, keys sorted
@@ -462,7 +484,7 @@ def test_changing_one_synthesizer_reruns_only_its_fit_and_the_comparison(workdir
         ),
         {"epochs": 3},
     )
-    assert planned_jobs(result.stdout) == {"fit_dp_tabular": 1, "evaluate_tabular": 1, "all": 1}
+    assert planned_jobs(result.stdout) == {"fit_dp_tabular": 1, "evaluate_tabular": 1, **ALWAYS}
     assert "results/fit_dp_tabular/breast_cancer/ctgan/non_dp/samples.parquet" in result.stdout
 
 
@@ -484,7 +506,7 @@ def test_the_tabular_reports_pool_joins_a_mixture(workdir: Path) -> None:
         "compare_ner": 1,
         "plan_runs": 1,
         "tabulate_study": 1,
-        "all": 1,
+        **ALWAYS,
         **MEMBER_RERUN,
     }
     assert "results/verbalize_tabular/breast_cancer/pii.parquet" in result.stdout
@@ -510,7 +532,7 @@ def test_changing_one_teacher_reruns_only_its_branch(workdir: Path) -> None:
         "plan_runs": 1,
         "tabulate_study": 1,
         "compare_teacher": 1,
-        "all": 1,
+        **ALWAYS,
     }
     assert "results/train_ner/demo/silver_student/model" in result.stdout
     assert "teacher=model," not in result.stdout  # the model teacher is not relabelled
@@ -538,7 +560,7 @@ def test_an_ensemble_operating_point_reruns_only_the_ensemble(workdir: Path) -> 
         "evaluate_ner_cross": 1,
         "compare_ner": 1,
         "tabulate_study": 1,
-        "all": 1,
+        **ALWAYS,
     }
     assert "results/predict_ner/demo/real_surrogate_ensemble/predictions.parquet" in result.stdout
 
@@ -579,7 +601,7 @@ def test_tapt_is_one_switch_on_a_run(workdir: Path) -> None:
         "compare_ner": 1,
         "plan_runs": 1,
         "tabulate_study": 1,
-        "all": 1,
+        **ALWAYS,
         **MEMBER_RERUN,
     }
     assert "results/tapt_encoder/demo/dplm/model" in result.stdout
@@ -593,7 +615,7 @@ def test_tapt_on_own_notes_is_one_switch_on_a_run(workdir: Path) -> None:
         "compare_ner": 1,
         "plan_runs": 1,
         "tabulate_study": 1,
-        "all": 1,
+        **ALWAYS,
         **MEMBER_RERUN,
     }
     # the run's own mixture feeds the adaptation; the mixture itself is not rebuilt
@@ -642,7 +664,7 @@ def test_a_swept_run_expands_into_named_runs_and_new_values_add_only_theirs(
         "compare_ner": 1,
         "plan_runs": 1,
         "tabulate_study": 1,
-        "all": 1,
+        **ALWAYS,
     }
     commands = snakemake(workdir, "-n", "-p", "--configfile", first)
     # the training seed reaches train_ner's settings; the mixture keeps its draw seed

@@ -107,7 +107,7 @@ STAGES: dict[str, Stage] = {
         ),
         Stage(
             "plant-canaries",
-            "Write the canary notes planted in the language model's training set.",
+            "Write the canary and outlier notes planted in the language model's training set.",
         ),
         Stage(
             "train-dp-lm",
@@ -160,6 +160,10 @@ STAGES: dict[str, Stage] = {
         Stage(
             "predict-ner",
             "De-identify notes with a trained model: predicted spans, then redacted or surrogate text.",
+        ),
+        Stage(
+            "deid",
+            "De-identify your own notes with a trained model: text files, a folder, a CSV or a JSONL file.",
         ),
         Stage(
             "score-anchor",
@@ -218,8 +222,16 @@ STAGES: dict[str, Stage] = {
             "Score how faithfully each report states its row (Lorenzo et al. 2026, Tables 2 and 3); keep the faithful pairs.",
         ),
         Stage(
+            "extract-tabular",
+            "Train an extractor on the synthetic report/value pairs; score it on reports of real rows (Lorenzo et al. 2026, sec. 4).",
+        ),
+        Stage(
             "serve-llm",
             "Start, stop or check a local llama.cpp chat server on loopback (serve-llm).",
+        ),
+        Stage(
+            "list-provenance",
+            "What made each final artifact: step, code digest, parameters digest (list-provenance).",
         ),
         Stage(
             "probe-gpu-env",

@@ -140,7 +140,12 @@ wildcard_constraints:
 
 
 def all_targets():
-    return TABLES.targets()
+    return [*TABLES.targets(), f"results/list_provenance/{CORPUS}/provenance.json"]
+
+
+def provenance_inputs():
+    """The final artifacts that record their provenance (Parquet and JSON targets)."""
+    return [t for t in TABLES.targets() if t.endswith((".parquet", ".json"))]
 
 
 def distinct_runs(wildcards_or_corpus):

@@ -16,3 +16,31 @@ rule probe_gpu_env:
         gpu=1,
     shell:
         "synthdeid --log {log:q} probe-gpu-env --out {output:q}"
+
+
+rule list_provenance:
+    """What made each final artifact: its step, the digest of the code it ran, its parameters.
+
+    input:  the final artifacts of `all` that record provenance (Parquet, JSON)
+    output: provenance.json, provenance.md, provenance.html (report)
+    """
+    input:
+        provenance_inputs(),
+    output:
+        record="results/list_provenance/{corpus}/provenance.json",
+        markdown="results/list_provenance/{corpus}/provenance.md",
+        html=report(
+            "results/list_provenance/{corpus}/provenance.html",
+            caption="../report/provenance.rst",
+            category="Workflow",
+            labels={"result": "what made each result", "corpus": "{corpus}"},
+        ),
+    log:
+        "logs/list_provenance/{corpus}.log",
+    conda:
+        "../../envs/cpu.yaml"
+    params:
+        out_dir=folder_of("record"),
+    shell:
+        "synthdeid --log {log:q} list-provenance --artifacts {input:q}"
+        " --out-dir {params.out_dir:q}"

@@ -1,12 +1,14 @@
 rule build_mixture:
     """Draw one run's training mixture: real train notes plus its labelled pools (VetSynth, sec. 2.5).
 
-    input:  split notes.parquet, the run's pools
+    input:  split notes.parquet, the run's pools (and, for the surrogates pool, its
+            local id map: the mixture keeps the original ids)
     output: train.parquet (notes + pool + copies), validation.parquet (real
             patients held out), summary.json (realized sizes, VetSynth Table 2)
     """
     input:
         unpack(lambda w: pools.pool_files(POOLS, NER_RUNS[w.run]["pools"], w.corpus)),
+        unpack(lambda w: pools.pool_id_files(POOLS, NER_RUNS[w.run]["pools"], w.corpus)),
         notes=rules.split_notes.output.notes,
     output:
         train="results/build_mixture/{corpus}/{run}/train.parquet",
@@ -19,9 +21,13 @@ rule build_mixture:
     params:
         spec=lambda w: as_json(NER_RUNS[w.run]["mixture"]),
         pools=lambda w, input: pools.pool_arguments(NER_RUNS[w.run]["pools"], input),
+        pool_ids=lambda w, input: pools.pool_id_arguments(
+            NER_RUNS[w.run]["pools"], input
+        ),
         pool_parts=lambda w: pools.pool_parts(POOLS, NER_RUNS[w.run]["pools"]),
     shell:
         "synthdeid --log {log:q} build-mixture --notes {input.notes:q} {params.pools}"
+        " {params.pool_ids}"
         " --pool-parts {params.pool_parts:q} --spec {params.spec:q}"
         " --out-train {output.train:q} --out-validation {output.validation:q}"
         " --summary {output.summary:q}"

@@ -1,8 +1,10 @@
 rule plant_canaries:
-    """Write the canary notes planted in the language model's training set (Zecevic et al., sec. 4.6).
+    """Write the canary and outlier notes planted in the LM training set (Zecevic et al., sec. 4.6).
 
-    output: canaries.parquet (canary_id, text, distinctive phrase), from a
-            seeded generator of note-like text; no real data
+    output: canaries.parquet (canary_id, text, distinctive phrase, kind):
+            canaries (improbable phrases) and outliers (clinically plausible
+            ICU notes, each with a rare but realistic clinical combination),
+            from seeded generators; no real data
     """
     output:
         canaries="results/plant_canaries/{corpus}/canaries.parquet",
@@ -13,13 +15,16 @@ rule plant_canaries:
     params:
         how_many=DPLM["canaries"]["count"],
         seed=DPLM["canaries"]["seed"],
+        outliers=DPLM["outliers"]["count"],
+        outlier_seed=DPLM["outliers"]["seed"],
     shell:
         "synthdeid --log {log:q} plant-canaries --count {params.how_many}"
-        " --seed {params.seed} --out {output.canaries:q}"
+        " --seed {params.seed} --outliers {params.outliers}"
+        " --outlier-seed {params.outlier_seed} --out {output.canaries:q}"
 
 
 rule train_dp_lm:
-    """Fine-tune the causal LM on masked seeds + canaries: DP-SGD (dp) or the baseline (non_dp).
+    """Fine-tune the causal LM on masked seeds + planted notes: DP-SGD (dp) or baseline (non_dp).
 
     Both models come from the same loop, data, sampler and steps; non_dp only
     drops clipping and noise. The model directory holds the weights, the
@@ -104,11 +109,13 @@ rule sample_dp_lm:
 rule audit_dp_lm:
     """Memorization audit and text quality of the DP and non-DP samples (Zecevic et al., sec. 4.6).
 
-    Max ROUGE-L of every sample against every training note (masked seeds and
-    canaries), its distribution per model (figure), exact and near
-    duplicates, the canary test (best ROUGE-L per canary, samples reproducing
-    a canary phrase) with CIs; perplexity of held-out real notes (masked),
-    distinct-n and lengths against the real notes.
+    Max ROUGE-L of every sample against every training note (masked seeds,
+    canaries and outliers), its distribution per model (figure), exact and
+    near duplicates, the canary test (best ROUGE-L per canary, samples
+    reproducing a canary phrase) and the outlier test (max ROUGE-L per
+    outlier, samples regenerating its clinical combination) with CIs (figures);
+    perplexity of held-out real notes (masked), distinct-n and lengths against
+    the real notes.
     """
     input:
         unpack(lambda w: synthesis.audit_inputs(DPLM_MODELS, w.corpus)),
@@ -139,6 +146,13 @@ rule audit_dp_lm:
             category="Synthetic data",
             subcategory="DP language model",
             labels={"result": "canary ROUGE-L", "corpus": "{corpus}"},
+        ),
+        outliers=report(
+            "results/audit_dp_lm/{corpus}/outliers.png",
+            caption="../report/dplm_outliers.rst",
+            category="Synthetic data",
+            subcategory="DP language model",
+            labels={"result": "outlier ROUGE-L", "corpus": "{corpus}"},
         ),
     log:
         "logs/audit_dp_lm/{corpus}.log",

@@ -1,4 +1,13 @@
-"""Canary notes planted in the training set, and the test of whether samples reproduce them.
+"""Notes planted in the training set, and the test of whether samples reproduce them.
+
+Two kinds of planted note share one table (:data:`CANARIES_SCHEMA`, column
+``kind``), one note builder (:func:`build_note`) and one scoring
+(:func:`canary_report`): *canaries* (:func:`make_canaries`, below), whose
+distinctive phrase is improbable nonsense, and *outliers*
+(:func:`synthdeid.dplm.outliers.make_outliers`), clinically plausible ICU
+notes whose distinctive sentence is a rare but realistic clinical combination
+(Zecevic et al., sec. 4.6). A table written before outliers existed has no
+``kind`` column: its rows are canaries.
 
 Canaries (:func:`make_canaries`): ``k`` nursing-note-like texts of 60 to 120
 words (whitespace-separated), each built from generic clinical filler
@@ -14,7 +23,9 @@ and no placeholders, so the identifier scanner has nothing to flag. The
 generator is ``random.Random(seed)`` drawing canary after canary, so a seed
 gives the same canaries, and the first ``k`` canaries of a larger ``k``.
 
-Canary test (:func:`canary_report`), for the samples of one model:
+Canary test (:func:`canary_report`), for the samples of one model and the
+planted notes of one kind (for outliers, read "outlier" for "canary" and
+"regenerates" for "reproduces"):
 
 * best ROUGE-L of a canary: the highest ROUGE-L F of the canary note against
   any sample (``rouge_score``'s ``score(target=sample, prediction=canary)``),
@@ -54,7 +65,7 @@ import pyarrow as pa
 from synthdeid.artifacts import read_parquet_with_provenance, require_columns
 from synthdeid.dplm.memorization import interval_json
 from synthdeid.dplm.rouge import RougeIndex
-from synthdeid.errors import ConfigError
+from synthdeid.errors import ConfigError, InputError
 from synthdeid.stats import (
     N_RESAMPLES,
     SEED,
@@ -68,6 +79,11 @@ log = logging.getLogger(__name__)
 MIN_WORDS = 60
 MAX_WORDS = 120
 PHRASE_MIN_SHARE = 0.8
+
+# the kinds of planted note (column ``kind`` of the planted-notes table)
+CANARY = "canary"
+OUTLIER = "outlier"
+KINDS = (CANARY, OUTLIER)
 
 FILLER_SENTENCES = (
     "Patient resting quietly in bed with the call light within reach.",
@@ -169,14 +185,25 @@ def number_words(n: int) -> str:
 
 @dataclass(frozen=True)
 class Canary:
-    """A canary note and its distinctive phrase (a substring of ``text``)."""
+    """A planted note and its distinctive phrase (a substring of ``text``).
+
+    ``kind``: :data:`CANARY` (an improbable phrase) or :data:`OUTLIER` (a rare
+    but realistic clinical combination); ``canary_id`` is the planted note's
+    id whatever its kind (``canary_001``, ``outlier_001``).
+    """
 
     canary_id: str
     text: str
     phrase: str
+    kind: str = CANARY
 
     def to_json(self) -> dict[str, str]:
-        return {"canary_id": self.canary_id, "text": self.text, "phrase": self.phrase}
+        return {
+            "canary_id": self.canary_id,
+            "text": self.text,
+            "phrase": self.phrase,
+            "kind": self.kind,
+        }
 
 
 CANARIES_SCHEMA = pa.schema(
@@ -184,15 +211,33 @@ CANARIES_SCHEMA = pa.schema(
         pa.field("canary_id", pa.string(), nullable=False),
         pa.field("text", pa.string(), nullable=False),
         pa.field("phrase", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),
     ],
-    metadata={b"synthdeid.synthetic": b"canary notes from a seeded generator"},
+    metadata={b"synthdeid.synthetic": b"canary and outlier notes from seeded generators"},
 )
+# columns a planted-notes table must have; without ``kind`` every row is a canary
+_REQUIRED_COLUMNS = [name for name in CANARIES_SCHEMA.names if name != "kind"]
 
 
-def read_canaries(path: Path) -> list[Canary]:
+def read_planted(path: Path) -> list[Canary]:
+    """Every planted note of a table written by ``plant-canaries``, with its kind."""
     table, _ = read_parquet_with_provenance(path)
-    require_columns(path, table.column_names, CANARIES_SCHEMA.names, "a canaries table")
-    return [Canary(r["canary_id"], r["text"], r["phrase"]) for r in table.to_pylist()]
+    require_columns(path, table.column_names, _REQUIRED_COLUMNS, "a planted-notes table")
+    planted = [
+        Canary(r["canary_id"], r["text"], r["phrase"], r.get("kind") or CANARY)
+        for r in table.to_pylist()
+    ]
+    for number, note in enumerate(planted):
+        if note.kind not in KINDS:
+            raise InputError(
+                path, f"row {number}", f"a planted note of unknown kind; known: {list(KINDS)}"
+            )
+    return planted
+
+
+def of_kind(planted: Sequence[Canary], kind: str) -> list[Canary]:
+    """The planted notes of one kind, in table order."""
+    return [note for note in planted if note.kind == kind]
 
 
 def _phrase(rng: random.Random, place: str) -> str:
@@ -213,10 +258,11 @@ def _phrase(rng: random.Random, place: str) -> str:
     )
 
 
-def _note(rng: random.Random, phrase: str) -> str:
-    carrier = rng.choice(LEAD_INS).format(phrase=phrase)
+def build_note(rng: random.Random, carrier: str, filler_sentences: Sequence[str]) -> str:
+    """A note of ``MIN_WORDS`` to ``MAX_WORDS`` words: the ``carrier`` sentence at a random
+    place among filler sentences drawn in a random order (each used at most once)."""
     target = rng.randint(MIN_WORDS, MAX_WORDS)
-    fillers = list(FILLER_SENTENCES)
+    fillers = list(filler_sentences)
     rng.shuffle(fillers)
     chosen: list[str] = []
     total = len(carrier.split())
@@ -230,8 +276,12 @@ def _note(rng: random.Random, phrase: str) -> str:
     chosen.insert(rng.randint(0, len(chosen)), carrier)
     text = " ".join(chosen)
     if not MIN_WORDS <= len(text.split()) <= MAX_WORDS:  # pragma: no cover - by construction
-        raise AssertionError(f"canary of {len(text.split())} words")
+        raise AssertionError(f"planted note of {len(text.split())} words")
     return text
+
+
+def _note(rng: random.Random, phrase: str) -> str:
+    return build_note(rng, rng.choice(LEAD_INS).format(phrase=phrase), FILLER_SENTENCES)
 
 
 def make_canaries(k: int, seed: int) -> list[Canary]:
@@ -284,7 +334,12 @@ class CanaryRow:
 
 @dataclass(frozen=True)
 class CanaryReport:
-    """Canary test of one model's samples (see the module docstring)."""
+    """Canary test of one model's samples (see the module docstring).
+
+    It scores the planted notes of one ``kind``; for outliers the fields named
+    after canaries count outliers (``n_canaries``: outliers planted,
+    ``n_canaries_reproduced``: outliers regenerated by at least one sample).
+    """
 
     rows: tuple[CanaryRow, ...]
     n_canaries: int
@@ -298,9 +353,11 @@ class CanaryReport:
     phrase_min_share: float
     resamples: int
     seed: int
+    kind: str = CANARY
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "kind": self.kind,
             "rows": [row.to_json() for row in self.rows],
             "n_canaries": self.n_canaries,
             "n_samples": self.n_samples,
@@ -314,12 +371,16 @@ class CanaryReport:
             "resamples": self.resamples,
             "seed": self.seed,
             "definitions": {
-                "best_rouge_l": "highest rouge_score ROUGE-L F of the canary note against any sample",
+                "kind": "the kind of planted note scored (canary or outlier); ids and counts "
+                "named after canaries are those of the planted notes of this kind",
+                "best_rouge_l": "highest rouge_score ROUGE-L F of the planted note against any "
+                "sample",
                 "reproduces": (
                     "normalised phrase occurs in the normalised sample, or the LCS recall of "
-                    "the phrase's tokens in the sample >= phrase_min_share"
+                    "the phrase's tokens in the sample >= phrase_min_share (for an outlier, "
+                    "the sample regenerates it)"
                 ),
-                "mean_interval": "95% percentile bootstrap over canaries",
+                "mean_interval": "95% percentile bootstrap over the planted notes",
                 "share_interval": "95% Wilson score interval",
             },
         }
@@ -335,9 +396,10 @@ def canary_report(
     use_stemmer: bool = False,
     index: RougeIndex | None = None,
 ) -> CanaryReport:
-    """Best ROUGE-L of each canary against ``samples`` and the phrase reproductions.
+    """Best ROUGE-L of each planted note against ``samples`` and the phrase reproductions.
 
-    ``index``: a :class:`RougeIndex` already built from ``samples``.
+    ``canaries``: planted notes of one kind (canaries, or outliers). ``index``:
+    a :class:`RougeIndex` already built from ``samples``.
     """
     if not 0.0 < phrase_min_share <= 1.0:
         raise ConfigError(f"phrase_min_share must be in (0, 1], got {phrase_min_share}")
@@ -345,6 +407,9 @@ def canary_report(
         raise ConfigError("the canary test needs at least one canary")
     if not samples:
         raise ConfigError("the canary test needs at least one sample")
+    kinds = sorted({c.kind for c in canaries})
+    if len(kinds) != 1:
+        raise ConfigError(f"the canary test scores one kind of planted note at a time, got {kinds}")
     if index is None:
         index = RougeIndex(samples, use_stemmer=use_stemmer)
     elif len(index) != len(samples) or index.use_stemmer != use_stemmer:
@@ -390,9 +455,11 @@ def canary_report(
         phrase_min_share=float(phrase_min_share),
         resamples=resamples,
         seed=seed,
+        kind=kinds[0],
     )
     log.info(
-        "canary test: %d/%d canaries reproduced, %d/%d samples reproduce one",
+        "%s test: %d/%d reproduced, %d/%d samples reproduce one",
+        kinds[0],
         n_reproduced,
         len(rows),
         n_any,

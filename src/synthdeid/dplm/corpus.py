@@ -95,7 +95,7 @@ class ControlCoder:
 
 @dataclass(frozen=True)
 class LmExample:
-    """One training note: its id, kind (``seed`` or ``canary``), control code and text."""
+    """One training note: its id, kind (``seed``, ``canary`` or ``outlier``), control code and text."""
 
     example_id: str
     kind: str
@@ -107,13 +107,17 @@ def training_examples(
     seeds: Iterable[tuple[str, str]],
     canaries: Iterable[tuple[str, str]],
     coder: ControlCoder,
+    outliers: Iterable[tuple[str, str]] = (),
 ) -> list[LmExample]:
-    """Masked seed notes then canaries, as ``(id, text)`` pairs, each with its code."""
+    """Masked seed notes, canaries, then outliers, as ``(id, text)`` pairs, each with its code."""
     examples = [LmExample(i, "seed", coder.code(t), t) for i, t in seeds]
     examples += [LmExample(i, "canary", coder.code(t), t) for i, t in canaries]
+    examples += [LmExample(i, "outlier", coder.code(t), t) for i, t in outliers]
     ids = [e.example_id for e in examples]
     if len(set(ids)) != len(ids):
-        raise ConfigError("training example ids are not unique (a canary id equals a note id?)")
+        raise ConfigError(
+            "training example ids are not unique (a canary or outlier id equals a note id?)"
+        )
     return examples
 
 

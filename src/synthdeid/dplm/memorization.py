@@ -282,19 +282,148 @@ def compare_audits(audits: Mapping[str, MemorizationAudit]) -> list[dict[str, An
     return rows
 
 
+@dataclass(frozen=True)
+class PlantedWords:
+    """How tables, titles and legends name one kind of planted note."""
+
+    one: str  # "canary"
+    many: str  # "canaries"
+    article: str  # "a" / "an", before ``one``
+    reproduces: str  # what a sample does to it: "reproduces" / "regenerates"
+    reproduced: str
+    reproducing: str
+    headline: str  # the figure title's verb: "extracted" / "regenerated"
+    what: str  # the distinctive part: "phrase" / "combination"
+    intro: str  # what was planted, after "{n} {one} notes"
+
+
+# by the kinds of synthdeid.dplm.canaries.KINDS
+PLANTED_WORDS: dict[str, PlantedWords] = {
+    "canary": PlantedWords(
+        one="canary",
+        many="canaries",
+        article="a",
+        reproduces="reproduces",
+        reproduced="reproduced",
+        reproducing="reproducing",
+        headline="extracted",
+        what="phrase",
+        intro="each with a unique distinctive phrase, were planted in the training set.",
+    ),
+    "outlier": PlantedWords(
+        one="outlier",
+        many="outliers",
+        article="an",
+        reproduces="regenerates",
+        reproduced="regenerated",
+        reproducing="regenerating",
+        headline="regenerated",
+        what="combination",
+        intro=(
+            "clinically plausible ICU nursing notes, each around one rare but realistic "
+            "combination (a rare diagnosis after its trigger, on an unusual support, with a "
+            "concurrent rare complication and its therapy), were planted in the training set "
+            "(Zecevic et al., sec. 4.6): a sample that writes one out could re-identify a patient."
+        ),
+    ),
+}
+
+
+def planted_words(report_by_model: Mapping[str, CanaryReport]) -> PlantedWords:
+    """The words for the kind of planted note the reports score (one kind for all)."""
+    kinds = sorted({r.kind for r in report_by_model.values()})
+    if len(kinds) != 1 or kinds[0] not in PLANTED_WORDS:
+        raise ValueError(f"reports of one known kind of planted note expected, got {kinds}")
+    return PLANTED_WORDS[kinds[0]]
+
+
+def planted_markdown(
+    report_by_model: Mapping[str, CanaryReport], *, figure: str | None = None, level: int = 3
+) -> list[str]:
+    """Markdown lines of the canary test of one kind of planted note, DP vs non-DP.
+
+    A heading, what was planted and how it is scored, the aggregates per
+    model, then the best ROUGE-L and the samples reproducing it per planted
+    note and model; ``figure`` (a path relative to the Markdown file) is linked.
+    """
+    w = planted_words(report_by_model)
+    reports = list(report_by_model.values())
+    some = reports[0]
+    lines = [
+        f"{'#' * level} {w.many.capitalize()}",
+        "",
+        f"{some.n_canaries} {w.one} notes, {w.intro} Best ROUGE-L: the highest ROUGE-L of the "
+        f"{w.one} note against any sample (mean with a 95% bootstrap interval over {w.many}). "
+        f"A sample {w.reproduces} {w.article} {w.one} when the normalised "
+        f"{w.what} occurs in it or the LCS recall of the {w.what}'s tokens in the sample is "
+        f">= {some.phrase_min_share:g}; shares with 95% Wilson intervals (over {w.many}, over "
+        "samples).",
+        "",
+    ]
+    lines += markdown_table(
+        [
+            "model",
+            "samples",
+            "mean best ROUGE-L [95% CI]",
+            "max best ROUGE-L",
+            f"{w.many} {w.reproduced}",
+            f"samples {w.reproducing} {w.article} {w.one}",
+        ],
+        [
+            [
+                model,
+                str(r.n_samples),
+                format_interval(r.mean_best_rouge_l),
+                f"{r.max_best_rouge_l:.3f}",
+                f"{r.n_canaries_reproduced}/{r.n_canaries} ({format_interval(r.canaries_reproduced)})",
+                f"{r.n_samples_reproducing_any}/{r.n_samples} "
+                f"({format_interval(r.samples_reproducing_any)})",
+            ]
+            for model, r in report_by_model.items()
+        ],
+    )
+    models = list(report_by_model)
+    by_id = [{row.canary_id: row for row in report_by_model[m].rows} for m in models]
+    ids = [row.canary_id for row in some.rows]
+    lines += [""]
+    lines += markdown_table(
+        [w.one]
+        + [f"{m}: best ROUGE-L (sample)" for m in models]
+        + [f"{m}: samples {w.reproducing}" for m in models],
+        [
+            [cid]
+            + [
+                f"{rows[cid].best_rouge_l:.3f} ({rows[cid].best_sample_index})"
+                if cid in rows
+                else "-"
+                for rows in by_id
+            ]
+            + [str(rows[cid].n_samples_reproducing) if cid in rows else "-" for rows in by_id]
+            for cid in ids
+        ],
+    )
+    if figure:
+        lines += ["", f"![Best ROUGE-L of each {w.one}]({figure})"]
+    return lines
+
+
 def audit_markdown(
     audits: Mapping[str, MemorizationAudit],
     canaries: Mapping[str, CanaryReport] | None = None,
     *,
     histogram: str | None = None,
     canary_figure: str | None = None,
+    outliers: Mapping[str, CanaryReport] | None = None,
+    outlier_figure: str | None = None,
     title: str = "Memorization audit",
     level: int = 2,
 ) -> str:
-    """A Markdown section: the max ROUGE-L comparison, then the canary test.
+    """A Markdown section: the max ROUGE-L comparison, then the canary and outlier tests.
 
-    ``histogram`` and ``canary_figure`` are figure paths (relative to the
-    Markdown file) to link; ``canaries`` maps model names to canary reports.
+    ``histogram``, ``canary_figure`` and ``outlier_figure`` are figure paths
+    (relative to the Markdown file) to link; ``canaries`` and ``outliers`` map
+    model names to the canary test of the planted canaries and of the planted
+    outliers (:func:`planted_markdown`).
     """
     if not audits:
         raise ValueError("no audits to report")
@@ -335,65 +464,9 @@ def audit_markdown(
     )
     if histogram:
         lines += ["", f"![Maximum ROUGE-L per sample]({histogram})"]
-    if canaries:
-        reports = list(canaries.values())
-        some = reports[0]
-        lines += [
-            "",
-            f"{h}# Canaries",
-            "",
-            f"{some.n_canaries} canary notes, each with a unique distinctive phrase, were "
-            f"planted in the training set. Best ROUGE-L: the highest ROUGE-L of the canary "
-            f"note against any sample (mean with a 95% bootstrap interval over canaries). A "
-            f"sample reproduces a canary when the normalised phrase occurs in it or the LCS "
-            f"recall of the phrase's tokens in the sample is >= {some.phrase_min_share:g}; "
-            f"shares with 95% Wilson intervals (over canaries, over samples).",
-            "",
-        ]
-        lines += markdown_table(
-            [
-                "model",
-                "samples",
-                "mean best ROUGE-L [95% CI]",
-                "max best ROUGE-L",
-                "canaries reproduced",
-                "samples reproducing a canary",
-            ],
-            [
-                [
-                    model,
-                    str(r.n_samples),
-                    format_interval(r.mean_best_rouge_l),
-                    f"{r.max_best_rouge_l:.3f}",
-                    f"{r.n_canaries_reproduced}/{r.n_canaries} ({format_interval(r.canaries_reproduced)})",
-                    f"{r.n_samples_reproducing_any}/{r.n_samples} "
-                    f"({format_interval(r.samples_reproducing_any)})",
-                ]
-                for model, r in canaries.items()
-            ],
-        )
-        models = list(canaries)
-        by_id = [{row.canary_id: row for row in canaries[m].rows} for m in models]
-        ids = [row.canary_id for row in reports[0].rows]
-        lines += [""]
-        lines += markdown_table(
-            ["canary"]
-            + [f"{m}: best ROUGE-L (sample)" for m in models]
-            + [f"{m}: samples reproducing" for m in models],
-            [
-                [cid]
-                + [
-                    f"{rows[cid].best_rouge_l:.3f} ({rows[cid].best_sample_index})"
-                    if cid in rows
-                    else "-"
-                    for rows in by_id
-                ]
-                + [str(rows[cid].n_samples_reproducing) if cid in rows else "-" for rows in by_id]
-                for cid in ids
-            ],
-        )
-        if canary_figure:
-            lines += ["", f"![Best ROUGE-L of each canary]({canary_figure})"]
+    for reports, figure in ((canaries, canary_figure), (outliers, outlier_figure)):
+        if reports:
+            lines += ["", *planted_markdown(reports, figure=figure, level=level + 1)]
     return "\n".join(lines) + "\n"
 
 
@@ -439,14 +512,16 @@ def plot_max_rouge_histograms(
 
 
 def canary_headline(report_by_model: Mapping[str, CanaryReport]) -> str:
-    """What the canary figure shows, said plainly when nothing was extracted.
+    """What the canary (or outlier) figure shows, said plainly when nothing was extracted.
 
-    With no canary phrase reproduced by any model the bars are not a finding
-    of memorization, and the title says so, with the counts; with every best
-    ROUGE-L 0, no canary shares even one word sequence with a sample.
+    With no phrase (for outliers: combination) reproduced by any model the
+    bars are not a finding of memorization, and the title says so, with the
+    counts; with every best ROUGE-L 0, no planted note shares even one word
+    sequence with a sample.
     """
+    w = planted_words(report_by_model)
     reports = list(report_by_model.values())
-    n_canaries = reports[0].n_canaries
+    n = reports[0].n_canaries
     samples = "; ".join(
         f"{model_label(m)}: n = {r.n_samples} sample{'' if r.n_samples == 1 else 's'}"
         for m, r in report_by_model.items()
@@ -454,33 +529,38 @@ def canary_headline(report_by_model: Mapping[str, CanaryReport]) -> str:
     reproduced = {model: r.n_canaries_reproduced for model, r in report_by_model.items()}
     if all(r.max_best_rouge_l == 0 for r in reports):
         return (
-            f"No canary was extracted: none of the {n_canaries} canaries shares a word "
+            f"No {w.one} was {w.headline}: none of the {n} {w.many} shares a word "
             f"sequence with any sample ({samples})"
         )
     if not any(reproduced.values()):
         return (
-            f"No canary was extracted: no phrase of the {n_canaries} canaries reappears in any "
+            f"No {w.one} was {w.headline}: no {w.what} of the {n} {w.many} reappears in any "
             f"sample ({samples}); the bars are incidental word overlap"
         )
-    counts = ", ".join(f"{model_label(m)} {k}/{n_canaries}" for m, k in reproduced.items())
-    return f"Canaries whose phrase reappears in a sample (marked): {counts} ({samples})"
+    counts = ", ".join(f"{model_label(m)} {k}/{n}" for m, k in reproduced.items())
+    return (
+        f"{w.many.capitalize()} whose {w.what} reappears in a sample (marked): {counts} ({samples})"
+    )
 
 
 def plot_canaries(report_by_model: Mapping[str, CanaryReport], path: str | Path) -> Any:
     """Grouped bars: each canary's best ROUGE-L against the samples of each model.
 
-    A canary whose phrase a sample reproduces is marked above its bar; the
-    title says plainly when no canary was extracted (:func:`canary_headline`).
-    Returns the (closed) figure.
+    The same for outliers (reports of planted outliers). A canary whose
+    phrase a sample reproduces (an outlier whose combination a sample
+    regenerates) is marked above its bar; the title says plainly when none was
+    (:func:`canary_headline`). Returns the (closed) figure.
     """
     if not report_by_model:
         raise ValueError("no canary reports to plot")
+    w = planted_words(report_by_model)
     plt = pyplot()
     models = list(report_by_model)
     ids = [row.canary_id for row in next(iter(report_by_model.values())).rows]
     positions = np.arange(len(ids), dtype=np.float64)
     width = 0.8 / len(models)
-    fig, ax = plt.subplots(figsize=(max(6.5, 0.5 * len(ids) * len(models) + 2.0), 3.9))
+    fig_width = max(6.5, 0.5 * len(ids) * len(models) + 2.0)
+    fig, ax = plt.subplots(figsize=(fig_width, 3.9))
     marked = False
     for k, model in enumerate(models):
         rows = {row.canary_id: row for row in report_by_model[model].rows}
@@ -500,15 +580,18 @@ def plot_canaries(report_by_model: Mapping[str, CanaryReport], path: str | Path)
                 "v",
                 color=PALETTE["black"],
                 markersize=5,
-                label=None if marked else "phrase reproduced in a sample",
+                label=None if marked else f"{w.what} {w.reproduced} in a sample",
             )
             marked = True
     ax.set_xticks(positions, ids, rotation=60, fontsize=7, ha="right")
     ax.set_ylim(0.0, 1.08)
-    ax.set_xlabel(f"planted canary (n = {len(ids)})")
+    ax.set_xlabel(f"planted {w.one} (n = {len(ids)})")
     ax.set_ylabel("best ROUGE-L against samples (0 to 1)")
     ax.set_title(
-        textwrap.fill(canary_headline(report_by_model), width=110, break_on_hyphens=False),
+        # about 12 characters of the 9 pt title per inch of figure, so no line is cut off
+        textwrap.fill(
+            canary_headline(report_by_model), width=int(12 * fig_width), break_on_hyphens=False
+        ),
         fontsize=9,
     )
     ax.legend(fontsize=8)

@@ -7,7 +7,9 @@ rule would take for a finished one.
 The number format training ran in is recorded in three places: the card's
 ``precision`` line (``auto -> bf16 (native bf16 on this CPU)``), the
 ``training_precision`` of ``synthdeid_ner.json`` and the ``precision`` of
-``training_history.json`` (the setting, the format and why).
+``training_history.json`` (the setting, the format and why). The card also
+says how to de-identify one's own notes with the directory
+(:func:`deid_usage_lines`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,30 @@ def decoding_lines(settings: NerSettings, validation: Mapping[str, float]) -> li
         "",
         "## Validation metrics at the operating point",
         *card_metrics_table(validation),
+    ]
+
+
+def deid_usage_lines() -> list[str]:
+    """The card's section on de-identifying one's own notes with the model directory.
+
+    The model alone does not make synthdeid's spans: the ``O`` threshold of
+    ``synthdeid_ner.json`` and the decoding rules do, which a generic pipeline
+    does not apply.
+    """
+    return [
+        "## De-identify your own notes",
+        "To de-identify a folder of `.txt` notes (or a CSV or JSONL file of them) with this "
+        "model at its operating point, each predicted PHI span becoming `[LABEL]` "
+        "(`--mode surrogate`: a keyed surrogate) and the spans listed in `deid/spans.jsonl` "
+        "and `deid/spans.parquet`:",
+        "",
+        "```",
+        "synthdeid deid --model <dir> notes/ --out deid/",
+        "```",
+        "",
+        'The plain transformers `pipeline("token-classification")` ignores the O threshold '
+        "chosen on validation (and the decoding rules above), so it gives different spans "
+        "from this model than `synthdeid deid` and `synthdeid predict-ner` do.",
     ]
 
 
@@ -112,6 +138,8 @@ def model_card(
         f"- rule: {settings.operating_point.get('mode')}; O threshold "
         f"{settings.o_threshold} (tokens are PHI when P(O) is below it)",
         *decoding_lines(settings, result.validation),
+        "",
+        *deid_usage_lines(),
     ]
     lines += [
         "",

@@ -94,6 +94,10 @@ class ReaderOptions:
         return match.group(1)
 
 
+# how a corpus whose bytes do not decode is fixed (readers of other inputs say their own fix)
+ENCODING_HINT = "set corpus.encoding to the file's real encoding"
+
+
 def _undecodable(
     exc: UnicodeDecodeError, encoding: str, *, path: str | Path, line: int, offset: int
 ) -> InputError:
@@ -103,7 +107,7 @@ def _undecodable(
         path,
         f"line {line}, byte {offset + exc.start}",
         f"bytes that do not decode as {encoding!r} ({exc.reason}); never quoted",
-        "set corpus.encoding to the file's real encoding",
+        ENCODING_HINT,
     )
 
 

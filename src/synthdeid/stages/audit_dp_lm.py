@@ -7,16 +7,21 @@
 For every model (``--run NAME=SAMPLES:MODEL``), over all its raw samples:
 
 - memorization: each sample's maximum ROUGE-L against every training note
-  (the masked seed notes and the canaries, i.e. exactly what the model was
-  trained on), exact and near duplicates (:mod:`synthdeid.dplm.memorization`);
+  (the masked seed notes and the planted canaries and outliers, i.e. exactly
+  what the model was trained on), exact and near duplicates
+  (:mod:`synthdeid.dplm.memorization`);
 - canaries: each canary's best ROUGE-L against all samples, and the samples
   reproducing its distinctive phrase (:mod:`synthdeid.dplm.canaries`);
+- outliers (when ``--canaries`` holds any): the same test of the planted
+  clinically plausible outliers, each outlier's best (maximum) ROUGE-L against
+  all samples and the samples regenerating its rare clinical combination
+  (:mod:`synthdeid.dplm.outliers`);
 - text quality: perplexity of held-out real notes (masked like the seeds,
   with their control code) under the model, distinct-1/2/3, and word counts
   against the held-out real notes (:mod:`synthdeid.dplm.text_quality`).
 
-Writes audit.json, audit.md, audit.csv, audit.html, max_rouge_l.png and
-canaries.png in ``--out-dir``.
+Writes audit.json, audit.md, audit.csv, audit.html, max_rouge_l.png,
+canaries.png and, with outliers planted, outliers.png in ``--out-dir``.
 """
 
 from __future__ import annotations
@@ -82,7 +87,12 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--masked", required=True, type=input_file, help="masked.parquet (training)"
     )
-    parser.add_argument("--canaries", required=True, type=input_file, help="canaries.parquet")
+    parser.add_argument(
+        "--canaries",
+        required=True,
+        type=input_file,
+        help="canaries.parquet (the planted canaries and outliers)",
+    )
     parser.add_argument("--notes", required=True, type=input_file, help="split notes.parquet")
     parser.add_argument("--settings", type=json.loads, default={}, help="JSON: synth.dplm.audit")
     parser.add_argument("--out-dir", required=True, type=output_dir)
@@ -288,7 +298,15 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
 
 def run(args: argparse.Namespace) -> None:
 
-    from synthdeid.dplm.canaries import canary_report, read_canaries, reference_canaries
+    from synthdeid.dplm.canaries import (
+        CANARY,
+        OUTLIER,
+        CanaryReport,
+        canary_report,
+        of_kind,
+        read_planted,
+        reference_canaries,
+    )
     from synthdeid.dplm.memorization import (
         audit_markdown,
         compare_audits,
@@ -311,10 +329,11 @@ def run(args: argparse.Namespace) -> None:
         raise ConfigError(f"--run names must be distinct, got {names}")
     set_threads(args.threads)
     device = pick_device(args.device)
-    canaries = read_canaries(args.canaries)
+    planted = read_planted(args.canaries)
+    canaries, outliers = of_kind(planted, CANARY), of_kind(planted, OUTLIER)
     if not canaries:
         raise InputError(args.canaries, None, "no canaries: the canary test needs at least one")
-    training = [n.text for n in read_notes(args.masked)] + [c.text for c in canaries]
+    training = [n.text for n in read_notes(args.masked)] + [c.text for c in planted]
     heldout = heldout_masked(args.notes, list(settings.get("perplexity_parts", ["holdout"])))
     near = float(settings.get("near_threshold", 0.8))
     resamples = int(settings.get("resamples", 2000))
@@ -324,7 +343,10 @@ def run(args: argparse.Namespace) -> None:
         canaries, int(settings.get("exposure_references", 200)), seed + REFERENCE_SEED_OFFSET
     )
     canary_texts = ([c.text for c in canaries], [c.text for c in references])
-    audits, canary_reports, quality = {}, {}, {}
+    audits, quality = {}, {}
+    canary_reports: dict[str, CanaryReport] = {}
+    outlier_reports: dict[str, CanaryReport] = {}  # none without planted outliers
+    phrase_min_share = float(settings.get("phrase_min_share", 0.8))
     for name, samples_path, model_dir in args.run:
         samples, outcomes = read_samples(samples_path)
         log.info(
@@ -339,13 +361,17 @@ def run(args: argparse.Namespace) -> None:
             progress=not args.no_progress,
             index=index,
         )
-        canary_reports[name] = canary_report(
-            canaries,
-            samples,
-            phrase_min_share=float(settings.get("phrase_min_share", 0.8)),
-            resamples=resamples,
-            seed=seed,
-        )
+        samples_index = RougeIndex(samples)
+        for reports, notes in ((canary_reports, canaries), (outlier_reports, outliers)):
+            if notes:
+                reports[name] = canary_report(
+                    notes,
+                    samples,
+                    phrase_min_share=phrase_min_share,
+                    resamples=resamples,
+                    seed=seed,
+                    index=samples_index,
+                )
         quality[name] = quality_for(
             name,
             samples,
@@ -362,6 +388,12 @@ def run(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     plot_max_rouge_histograms(audits, out / "max_rouge_l.png")
     plot_canaries(canary_reports, out / "canaries.png")
+    figures = ["max_rouge_l.png", "canaries.png"]
+    if outlier_reports:
+        plot_canaries(outlier_reports, out / "outliers.png")
+        figures.append("outliers.png")
+    else:  # no outliers planted: no figure of them, not even one left from an earlier run
+        (out / "outliers.png").unlink(missing_ok=True)
     markdown = "\n".join(
         [
             "# DP language model: memorization audit and text quality",
@@ -371,6 +403,8 @@ def run(args: argparse.Namespace) -> None:
                 canary_reports,
                 histogram="max_rouge_l.png",
                 canary_figure="canaries.png",
+                outliers=outlier_reports or None,
+                outlier_figure="outliers.png" if outlier_reports else None,
             ),
             quality_markdown(quality, real_distinct),
         ]
@@ -382,7 +416,7 @@ def run(args: argparse.Namespace) -> None:
             markdown_to_html(
                 markdown,
                 "DP language model audit",
-                images={name: out / name for name in ("max_rouge_l.png", "canaries.png")},
+                images={name: out / name for name in figures},
             )
         )
     rows = compare_audits(audits)
@@ -395,6 +429,11 @@ def run(args: argparse.Namespace) -> None:
             canary_mean_best_rouge_l=canary_reports[row["model"]].mean_best_rouge_l.estimate,
             canaries_reproduced=canary_reports[row["model"]].n_canaries_reproduced,
         )
+        if outlier_reports:
+            row.update(
+                outlier_mean_best_rouge_l=outlier_reports[row["model"]].mean_best_rouge_l.estimate,
+                outliers_regenerated=outlier_reports[row["model"]].n_canaries_reproduced,
+            )
     with atomic_text(out / "audit.csv") as handle:
         handle.write(csv_text(rows))
     provenance = make_provenance(
@@ -409,6 +448,9 @@ def run(args: argparse.Namespace) -> None:
                 name: {
                     "memorization": audits[name].to_json(),
                     "canaries": canary_reports[name].to_json(),
+                    "outliers": (
+                        outlier_reports[name].to_json() if name in outlier_reports else None
+                    ),
                     **quality[name],
                 }
                 for name in names
@@ -421,7 +463,8 @@ def run(args: argparse.Namespace) -> None:
     )
     for row in rows:
         log.info(
-            "%s: mean max ROUGE-L %.3f [%.3f, %.3f], near duplicates %d/%d, canaries reproduced %d",
+            "%s: mean max ROUGE-L %.3f [%.3f, %.3f], near duplicates %d/%d, canaries "
+            "reproduced %d, outliers regenerated %s",
             row["model"],
             row["mean_max_rouge_l"],
             row["mean_ci_lo"],
@@ -429,4 +472,5 @@ def run(args: argparse.Namespace) -> None:
             row["n_near_duplicates"],
             row["n_samples"],
             row["canaries_reproduced"],
+            f"{row['outliers_regenerated']}/{len(outliers)}" if outliers else "n/a (none planted)",
         )

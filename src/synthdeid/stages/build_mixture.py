@@ -30,6 +30,7 @@ from synthdeid.ner.mixtures import (
     write_mixture,
 )
 from synthdeid.notes import Note, read_notes, write_notes
+from synthdeid.surrogate.release_ids import read_id_map, restore_ids
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,15 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="a labelled pool (notes table) to draw from; repeatable",
     )
     parser.add_argument(
+        "--pool-ids",
+        action="append",
+        type=named_input_file,
+        metavar="NAME=PATH",
+        help="the local map of a pool released under keyed ids (replace_surrogates' "
+        "local/offsets.parquet): its notes get their original ids back, so the checks on "
+        "holdout and validation patients hold; repeatable",
+    )
+    parser.add_argument(
         "--pool-parts",
         nargs="+",
         metavar="PART",
@@ -93,6 +103,10 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     spec = parse_spec(args.spec)
     pool_paths = parse_pools(args.pool)
+    id_maps = parse_pools(args.pool_ids)
+    unmatched = sorted(set(id_maps) - set(pool_paths))
+    if unmatched:
+        raise ConfigError(f"--pool-ids names pools that no --pool gives: {unmatched}")
     real_notes, holdout_patients = read_real_parts(args.notes, spec.real_parts)
     if not real_notes:
         raise InputError(
@@ -104,6 +118,8 @@ def run(args: argparse.Namespace) -> None:
     pools: dict[str, list[Note]] = {}
     for name, path in pool_paths.items():
         notes = read_notes(path)
+        if name in id_maps:
+            notes = restore_ids(notes, read_id_map(id_maps[name]), id_maps[name])
         pools[name] = select_parts(notes, args.pool_parts)
         if not pools[name]:
             log.warning(
@@ -113,7 +129,11 @@ def run(args: argparse.Namespace) -> None:
     provenance = make_provenance(
         "build-mixture",
         {"spec": asdict(spec), "pools": sorted(pool_paths), "pool_parts": args.pool_parts},
-        {"notes": args.notes, **{f"pool:{name}": path for name, path in pool_paths.items()}},
+        {
+            "notes": args.notes,
+            **{f"pool:{name}": path for name, path in pool_paths.items()},
+            **{f"pool_ids:{name}": path for name, path in id_maps.items()},
+        },
     )
     write_mixture(mixture.train, args.out_train, provenance)
     write_notes(mixture.validation, args.out_validation, provenance)

@@ -11,7 +11,9 @@ the inserted text.
 ``--model`` is a trained model directory, an ensemble directory
 (``synthdeid ensemble-ner``) or a lexicon-stacker directory
 (``synthdeid stack-lexicons``). The ``O`` threshold and the regex detectors
-come from the directory (set at training); both can be overridden.
+come from the directory (set at training); both can be overridden. Loading,
+the tagging options and the prediction are those of ``synthdeid deid``
+(:mod:`synthdeid.ner.inference`), so both give the same spans.
 ``--safe-harbor-ages`` drops predicted spans that are ages of 89 or under
 ("79 yo"), which HIPAA Safe Harbor lets stay (:mod:`synthdeid.ner.ages`).
 ``--precision`` picks the number format: ``auto`` (the default: bf16 on a
@@ -34,13 +36,10 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
-from collections import Counter
-from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from synthdeid.artifacts import make_provenance, open_parquet, parquet_writer, write_json_atomic
 from synthdeid.cli_types import (
@@ -50,10 +49,9 @@ from synthdeid.cli_types import (
     output_file,
     positive_int,
 )
-from synthdeid.detectors import DETECTORS, add_regex_spans
 from synthdeid.errors import ConfigError
-from synthdeid.ner.ages import drop_young_age_spans
-from synthdeid.notes import NOTES_SCHEMA, Note, iter_notes, note_sources, notes_to_table, splice
+from synthdeid.ner.inference import Tagging, add_tagging_arguments, redact, surrogate_batches
+from synthdeid.notes import NOTES_SCHEMA, iter_notes, note_sources, notes_to_table
 from synthdeid.runtime import add_runtime_arguments, set_threads
 from synthdeid.shards import (
     merge_summaries,
@@ -65,61 +63,9 @@ from synthdeid.shards import (
 )
 from synthdeid.surrogate.keying import SurrogateKey, load_key, refuse_demo_key
 
-if TYPE_CHECKING:
-    from synthdeid.ner.model import SpanTagger
-
 log = logging.getLogger(__name__)
 
 MODES = ("none", "redact", "surrogate")
-# synthdeid.ner.model.INFERENCE_PRECISIONS, repeated so that the CLI starts without torch
-PRECISIONS = ("auto", "fp32", "bf16", "int8")
-
-
-def redact(note: Note) -> Note:
-    """Each span replaced by ``[LABEL]``; the new spans cover the inserted tags."""
-    text, spans = splice(note.text, note.spans, [f"[{span.label}]" for span in note.spans])
-    return note.with_text(text, spans)
-
-
-def predict_notes(
-    tagger: SpanTagger,
-    notes: Sequence[Note],
-    *,
-    o_threshold: float | None = None,
-    regex_labels: Sequence[str] = (),
-    safe_harbor_ages: bool = False,
-    batch_size: int = 32,
-    progress: bool = True,
-) -> tuple[list[Note], dict[str, Any]]:
-    """Notes carrying predicted spans (text unchanged) and throughput figures.
-
-    Spans are the model's, then the regex detectors' union, then (with
-    ``safe_harbor_ages``) without the ages of 89 or under.
-    """
-    started = time.perf_counter()
-    predicted = tagger.predict_spans(
-        notes, o_threshold=o_threshold, batch_size=batch_size, progress=progress
-    )
-    regex_added = 0
-    if regex_labels:
-        predicted, regex_added = add_regex_spans(notes, predicted, regex_labels)
-    young_ages = 0
-    if safe_harbor_ages:
-        predicted, young_ages = drop_young_age_spans(notes, predicted)
-    seconds = time.perf_counter() - started
-    output = [
-        note.with_text(note.text, spans) for note, spans in zip(notes, predicted, strict=True)
-    ]
-    stats = {
-        "notes": len(notes),
-        "predicted_spans": sum(len(s) for s in predicted),
-        "predicted_by_label": dict(sorted(Counter(s.label for p in predicted for s in p).items())),
-        "regex_spans_added": regex_added,
-        "young_ages_dropped": young_ages,
-        "seconds": round(seconds, 3),
-        "notes_per_second": round(len(notes) / seconds, 2) if seconds > 0 else None,
-    }
-    return output, stats
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
@@ -142,31 +88,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-deidentified", type=output_file, default=None)
     parser.add_argument("--mode", choices=MODES, default="redact")
     parser.add_argument("--summary", type=output_file, default=None)
-    parser.add_argument("--o-threshold", type=float, default=None, help="override the model's")
-    parser.add_argument(
-        "--regex",
-        default=None,
-        help="comma-separated regex detector labels to union (default: the model's; 'none' = off)",
-    )
-    parser.add_argument(
-        "--safe-harbor-ages",
-        action="store_true",
-        help="drop predicted ages of 89 or under ('79 yo'): not identifiers under Safe Harbor",
-    )
-    parser.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default="auto",
-        help="inference number format (auto: bf16 where the GPU or CPU has it natively, else fp32)",
-    )
-    parser.add_argument(
-        "--quantize",
-        dest="precision",
-        action="store_const",
-        const="int8",
-        help="same as --precision int8: dynamic int8 inference on CPU",
-    )
-    parser.add_argument("--batch-size", type=positive_int, default=16, help="windows per batch")
+    add_tagging_arguments(parser)
     add_runtime_arguments(parser, progress=False)
     parser.add_argument(
         "--key-file",
@@ -190,37 +112,8 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def regex_labels_from(argument: str | None, model_default: Sequence[str]) -> list[str]:
-    if argument is None:
-        labels = list(model_default)
-    elif argument.strip().lower() in ("", "none"):
-        labels = []
-    else:
-        labels = [label.strip() for label in argument.split(",") if label.strip()]
-    unknown = set(labels) - set(DETECTORS)
-    if unknown:
-        raise ConfigError(f"regex detectors {sorted(unknown)} unknown; known: {sorted(DETECTORS)}")
-    return labels
-
-
-def resolved_precision(precision: str, device: str) -> dict[str, str]:
-    """What ``--precision`` comes to on ``--device``: {requested, resolved, reason}.
-
-    ``int8`` is a format of its own (CPU only, checked when the model loads);
-    the others go through :func:`synthdeid.runtime.resolve_precision`.
-    """
-    from synthdeid.runtime import pick_device, resolve_precision
-
-    if precision == "int8":
-        return {"requested": "int8", "resolved": "int8", "reason": "set explicitly"}
-    resolved = resolve_precision(
-        precision, pick_device(device), allow_fp16=False, setting="--precision"
-    )
-    return resolved.record()
-
-
 def run(args: argparse.Namespace) -> None:
-    from synthdeid.ner.ensemble import load_tagger, model_digest
+    from synthdeid.ner.ensemble import model_digest
 
     set_threads(args.threads)
     if args.out_deidentified is not None and args.mode == "none":
@@ -239,24 +132,9 @@ def run(args: argparse.Namespace) -> None:
     # shard bounds on whole chunks: each chunk is batched as one job batches it
     shard = None if args.shard is None else replace(args.shard, align=args.chunk_notes)
     rows = shard_table_rows(shard, total)
-    precision = resolved_precision(args.precision, args.device)
-    log.info(
-        "precision %s -> %s (%s)",
-        precision["requested"],
-        precision["resolved"],
-        precision["reason"],
-    )
-    tagger = load_tagger(args.model, device=args.device, precision=precision["resolved"])
-    regex = regex_labels_from(args.regex, tagger.settings.regex_detectors)
+    tagging = Tagging.from_arguments(args)
     params = {
-        "o_threshold": (
-            tagger.settings.o_threshold if args.o_threshold is None else args.o_threshold
-        ),
-        "regex_detectors": regex,
-        "safe_harbor_ages": args.safe_harbor_ages,
-        "precision": args.precision,
-        "precision_resolved": precision["resolved"],
-        "precision_reason": precision["reason"],
+        **tagging.params(),
         "parts": args.parts,
         "mode": args.mode,
         # only the key's fingerprint, as replace_surrogates records it
@@ -285,20 +163,13 @@ def run(args: argparse.Namespace) -> None:
             notes = [note for note in batch if not parts or note.split in parts]
             if not notes:
                 continue
-            predicted, stats = predict_notes(
-                tagger,
-                notes,
-                o_threshold=args.o_threshold,
-                regex_labels=regex,
-                safe_harbor_ages=args.safe_harbor_ages,
-                batch_size=args.batch_size,
-            )
+            predicted, stats = tagging.predict(notes)
             writer.write(notes_to_table(predicted))
             if redacted is not None:
                 redacted.write(notes_to_table(redact(note) for note in predicted))
             chunk_stats.append(stats)
             log.info("predicted %d of %d notes", sum(s["notes"] for s in chunk_stats), len(rows))
-    stats = merge_summaries(chunk_stats) if chunk_stats else predict_notes(tagger, [])[1]
+    stats = merge_summaries(chunk_stats) if chunk_stats else tagging.predict([])[1]
     if args.out_deidentified is not None and args.mode == "surrogate":
         if key is None:
             raise ConfigError("surrogate mode needs a key")
@@ -325,19 +196,8 @@ def write_surrogates(
     consistency: str,
     provenance: dict[str, Any],
 ) -> None:
-    """Stream the written predictions into their surrogate text (never sharded).
-
-    Reads the predictions three or four times: for the predicted labels, for
-    every predicted original (a surrogate never equals another original of its
-    patient; a second time when the date shift asks,
-    :meth:`~synthdeid.surrogate.replace.SurrogateReplacer.collect_batches`),
-    and to replace.
-    """
-    from synthdeid.surrogate.replace import SurrogateReplacer
-
-    labels = {span.label for batch in iter_notes(predictions) for n in batch for span in n.spans}
-    replacer = SurrogateReplacer(key, labels=sorted(labels), consistency=consistency)
-    replacer.collect_batches(lambda: iter_notes(predictions))
+    """Stream the written predictions into their surrogate text (never sharded), reading
+    them back as :func:`~synthdeid.ner.inference.surrogate_batches` asks."""
     with parquet_writer(out, NOTES_SCHEMA, provenance) as writer:
-        for batch in iter_notes(predictions):
-            writer.write(notes_to_table(replacer.replace_note(n).note for n in batch))
+        for batch in surrogate_batches(lambda: iter_notes(predictions), key, consistency):
+            writer.write(notes_to_table(batch))

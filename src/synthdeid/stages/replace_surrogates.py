@@ -1,8 +1,9 @@
 """Replace the labelled PHI of a notes table by keyed, consistent surrogates.
 
-``synthdeid replace-surrogates IN OUT`` writes the surrogate notes, a summary
+``synthdeid replace-surrogates IN OUT`` writes the surrogate notes under keyed
+one-way note and patient ids (:mod:`synthdeid.surrogate.release_ids`), a summary
 and two local-only side outputs (:mod:`synthdeid.local_only`): the offsets
-table and the leftovers JSON. Every output records the run's provenance. With
+table (which also maps the released ids back) and the leftovers JSON. Every output records the run's provenance. With
 ``--shard K/N`` each output is a shard artifact; the side outputs' default
 paths are the shard paths of the unsharded output's side outputs
 (:func:`synthdeid.shards.side_output`), where ``gather-shards`` looks for them.
@@ -40,8 +41,9 @@ from synthdeid.shards import (
     side_output,
     with_shard,
 )
-from synthdeid.surrogate.keying import load_key, refuse_demo_key
+from synthdeid.surrogate.keying import SurrogateKey, load_key, refuse_demo_key
 from synthdeid.surrogate.operators.base import CONSISTENCY_SCOPES
+from synthdeid.surrogate.release_ids import NOTE, PATIENT, release_id, released
 from synthdeid.surrogate.replace import ReplacedNote, SurrogateReplacer
 
 log = logging.getLogger(__name__)
@@ -62,10 +64,14 @@ SURROGATE_SCHEMA = NOTES_SCHEMA.append(
     pa.field("original_surfaces_left", pa.int32(), nullable=False)
 )
 
-# local only: where each input span went (old -> new offsets), per note
+# local only: where each input span went (old -> new offsets), per note, and the map
+# from the note's released ids back to its original ones (synthdeid.surrogate.release_ids)
 OFFSETS_SCHEMA = pa.schema(
     [
         pa.field("note_id", pa.string(), nullable=False),
+        pa.field("patient_id", pa.string(), nullable=False),
+        pa.field("released_note_id", pa.string(), nullable=False),
+        pa.field("released_patient_id", pa.string(), nullable=False),
         pa.field(
             "offset_map",
             pa.list_(pa.field("item", OFFSET_TYPE, nullable=False)),
@@ -90,17 +96,19 @@ class RunStats:
     examples: list[dict[str, str]] = field(default_factory=list)
 
 
-def results_table(results: list[ReplacedNote]) -> pa.Table:
-    """The releasable rows: surrogate notes and how many original surfaces each still holds."""
-    table = notes_to_table(r.note for r in results)
+def results_table(results: list[ReplacedNote], key: SurrogateKey) -> pa.Table:
+    """The releasable rows: surrogate notes under keyed one-way ids, and how many original
+    surfaces each still holds."""
+    table = notes_to_table(released(r.note, key) for r in results)
     return table.append_column(
         SURROGATE_SCHEMA.field("original_surfaces_left"),
         pa.array([len(r.surfaces_left) for r in results], pa.int32()),
     )
 
 
-def offsets_table(results: list[ReplacedNote]) -> pa.Table:
-    """The local-only rows: each note's offset map (original -> surrogate offsets)."""
+def offsets_table(results: list[ReplacedNote], key: SurrogateKey) -> pa.Table:
+    """The local-only rows: each note's offset map (original -> surrogate offsets) and its
+    original and released ids."""
     offsets = [
         [
             {
@@ -113,9 +121,17 @@ def offsets_table(results: list[ReplacedNote]) -> pa.Table:
         ]
         for r in results
     ]
+    notes = [r.note for r in results]
     return pa.table(
         {
-            "note_id": pa.array([r.note.note_id for r in results], pa.string()),
+            "note_id": pa.array([n.note_id for n in notes], pa.string()),
+            "patient_id": pa.array([n.patient_id for n in notes], pa.string()),
+            "released_note_id": pa.array(
+                [release_id(key, NOTE, n.note_id) for n in notes], pa.string()
+            ),
+            "released_patient_id": pa.array(
+                [release_id(key, PATIENT, n.patient_id) for n in notes], pa.string()
+            ),
             "offset_map": pa.array(offsets, OFFSET_LIST_TYPE),
         },
         schema=OFFSETS_SCHEMA,
@@ -171,8 +187,8 @@ def replace_file(
     ):
         for notes in iter_notes(in_path, rows=rows, batch_rows=batch_rows):
             results = [replacer.replace_note(note) for note in notes]
-            writer.write(results_table(results))
-            offsets.write(offsets_table(results))
+            writer.write(results_table(results, replacer.key))
+            offsets.write(offsets_table(results, replacer.key))
             for result in results:
                 stats.notes += 1
                 stats.spans += len(result.note.spans)

@@ -3,6 +3,9 @@
 ``synthdeid train-dp-lm --masked masked.parquet --canaries canaries.parquet
 --allowlist placeholders.yaml --settings JSON --out-dir DIR --privacy-json PATH [--no-dp]``
 
+``--canaries`` is ``plant-canaries``' table: every planted note in it, canary
+or outlier, is a training note like the masked seeds.
+
 ``--settings`` is the ``synth.dplm`` slice: ``model`` (``bundled:smollm2``, a
 GGUF file, a model directory or a hub id; null = a small GPT-2 from
 ``scratch``), ``scratch``, ``lora`` (null: every weight trains),
@@ -43,7 +46,10 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--masked", required=True, type=input_file, help="mask step's masked.parquet"
     )
     parser.add_argument(
-        "--canaries", type=input_file, default=None, help="canaries.parquet to plant"
+        "--canaries",
+        type=input_file,
+        default=None,
+        help="canaries.parquet (canaries and outliers) to plant",
     )
     parser.add_argument("--allowlist", required=True, type=input_file, help="placeholders.yaml")
     parser.add_argument("--settings", required=True, type=json.loads, help="JSON: synth.dplm")
@@ -69,7 +75,7 @@ def check_settings(settings: Any) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> None:
 
     from synthdeid.dplm.adapters import LoraSettings
-    from synthdeid.dplm.canaries import read_canaries
+    from synthdeid.dplm.canaries import CANARY, OUTLIER, of_kind, read_planted
     from synthdeid.dplm.corpus import (
         ControlCoder,
         control_token,
@@ -97,12 +103,12 @@ def run(args: argparse.Namespace) -> None:
     seeds = [(n.note_id, n.text) for n in read_notes(args.masked)]
     if not seeds:
         raise InputError(args.masked, None, "no masked notes to train on")
-    canaries = (
-        [(c.canary_id, c.text) for c in read_canaries(args.canaries)] if args.canaries else []
-    )
-    texts = [t for _, t in seeds] + [t for _, t in canaries]
+    planted = read_planted(args.canaries) if args.canaries else []
+    canaries = [(c.canary_id, c.text) for c in of_kind(planted, CANARY)]
+    outliers = [(c.canary_id, c.text) for c in of_kind(planted, OUTLIER)]
+    texts = [t for _, t in seeds] + [c.text for c in planted]
     coder = ControlCoder.fit(settings.get("control_codes", ["pii"]), texts)
-    examples = training_examples(seeds, canaries, coder)
+    examples = training_examples(seeds, canaries, coder, outliers)
     special = [control_token(c) for c in coder.all_codes()] + placeholder_tokens(allowlist, texts)
     set_threads(args.threads)
     device = pick_device(args.device)
@@ -111,12 +117,13 @@ def run(args: argparse.Namespace) -> None:
     )
     model, tokenizer, described = built.model, built.tokenizer, built.described
     log.info(
-        "%s LM: %s parameters, vocabulary %d; %d notes (%d canaries); codes %s",
+        "%s LM: %s parameters, vocabulary %d; %d notes (%d canaries, %d outliers); codes %s",
         "non-DP" if privacy is None else "DP",
         f"{described['parameters']:,}",
         described["vocabulary"],
         len(examples),
         len(canaries),
+        len(outliers),
         dict(Counter(e.code for e in examples)),
     )
     with warnings.catch_warnings():
@@ -146,7 +153,12 @@ def run(args: argparse.Namespace) -> None:
         "control_codes": coder.to_json(),
         "codes_in_training": dict(sorted(Counter(e.code for e in examples).items())),
         "max_length": training.max_length,
-        "examples": {"seed": len(seeds), "canary": len(canaries), "truncated": result.truncated},
+        "examples": {
+            "seed": len(seeds),
+            "canary": len(canaries),
+            "outlier": len(outliers),
+            "truncated": result.truncated,
+        },
         "model": described,
         "opacus_preparation": result.preparation.to_json() if result.preparation else None,
         "training": training.to_json(),

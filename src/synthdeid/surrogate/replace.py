@@ -118,6 +118,7 @@ class SurrogateReplacer:
         labels: Iterable[str] | None = None,
         consistency: str = "patient",
     ) -> None:
+        self.key = key  # also keys the released note and patient ids (release_ids)
         merged = {**DEFAULT_POLICIES, **(policies or {})}
         unknown = set(merged) - set(CANONICAL_LABELS)
         if unknown:

@@ -13,10 +13,12 @@ from synthdeid.workflow.arguments import flags
 
 @dataclass(frozen=True)
 class Pool:
-    """A labelled pool a mixture can draw from: its artifact and the split parts it takes."""
+    """A labelled pool a mixture can draw from: its artifact, the split parts it takes, and,
+    for a pool released under keyed ids, the local map back to the original ids."""
 
     path: str
     parts: tuple[str, ...]
+    ids: str | None = None
 
 
 def pool_table(
@@ -25,7 +27,11 @@ def pool_table(
     """Every pool by name; ``silver`` gives each teacher's silver labels (``silver_<teacher>``)."""
     synthetic = ("synthetic",)
     pools = {
-        "surrogates": Pool("results/replace_surrogates/{corpus}/notes.parquet", ("seed",)),
+        "surrogates": Pool(
+            "results/replace_surrogates/{corpus}/notes.parquet",
+            ("seed",),
+            ids="results/replace_surrogates/{corpus}/local/offsets.parquet",
+        ),
         "template_pii": Pool("results/fill_templates/{corpus}/pii.parquet", synthetic),
         "template_no_pii": Pool("results/fill_templates/{corpus}/no_pii.parquet", synthetic),
         # the control of the template pool: backend none on the same seeds
@@ -42,6 +48,24 @@ def pool_table(
 def pool_files(pools: Mapping[str, Pool], names: Sequence[str], corpus: str) -> dict[str, str]:
     """The pools of one run, as named inputs of build_mixture."""
     return {name: pools[name].path.format(corpus=corpus) for name in names}
+
+
+def pool_id_files(pools: Mapping[str, Pool], names: Sequence[str], corpus: str) -> dict[str, str]:
+    """The local id maps of a run's pools that have one, as named inputs (``ids_<pool>``)."""
+    return {
+        f"ids_{name}": ids.format(corpus=corpus)
+        for name in names
+        if (ids := pools[name].ids) is not None
+    }
+
+
+def pool_id_arguments(names: Sequence[str], inputs: Mapping[str, str]) -> str:
+    """--pool-ids NAME=PATH for each of a run's pools with an id map (from the rule's inputs,
+    named as :func:`pool_id_files` names them)."""
+    given = set(inputs.keys())
+    return flags(
+        "--pool-ids", ((name, inputs[f"ids_{name}"]) for name in names if f"ids_{name}" in given)
+    )
 
 
 def pool_parts(pools: Mapping[str, Pool], names: Sequence[str]) -> list[str]:

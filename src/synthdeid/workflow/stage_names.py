@@ -35,7 +35,7 @@ GATHER_STAGE = "gather-shards"
 # rules that run no command: they only ask for other rules' outputs
 AGGREGATE_RULES: tuple[str, ...] = ("study", "archive", "all")
 # stages run by hand, never by a rule
-CLI_ONLY_STAGES: tuple[str, ...] = ("make-demo", "new-key", "serve-llm")
+CLI_ONLY_STAGES: tuple[str, ...] = ("make-demo", "new-key", "deid", "serve-llm")
 
 
 def stage_command(rule: str, variants: Mapping[str, str] = RULE_VARIANTS) -> str:

@@ -95,6 +95,7 @@ class Tables:
             f"results/audit_dp_lm/{corpus}/audit.json",
             f"results/evaluate_tabular/{table}/comparison.json",
             f"results/check_faithfulness/{table}/faithfulness.json",
+            f"results/extract_tabular/{table}/extraction.json",
             f"results/ledger_privacy/{corpus}/ledger.json",
             # with degenerate arms skipped, compare_ner asks for the runs the plan keeps
             *[

@@ -121,3 +121,9 @@ def judge_policy(faithfulness: Mapping[str, Any]) -> dict[str, Any]:
     """Where check_faithfulness's judge may send the reports: the endpoint policy keys of
     synth.tabular.faithfulness (its --judge-policy)."""
     return {key: faithfulness[key] for key in POLICY_KEYS}
+
+
+def extraction_settings(extraction: Mapping[str, Any]) -> dict[str, Any]:
+    """The extract_tabular slice of synth.tabular.extraction (its --settings): everything
+    but the prompt file, which the rule takes as an input."""
+    return {key: value for key, value in extraction.items() if key != "prompt"}
