@@ -318,7 +318,7 @@ def plot_runs(results: dict[str, BootstrapResult], reference: str, path: Path) -
             label=label,
         )
     leak_ax.set_xlabel(f"notes with missed PHI (% of the {n_notes} evaluation notes)")
-    leak_ax.set_title("Document leakage (lower is safer)", fontsize=10)
+    leak_ax.set_title("Document leakage\n(lower is safer)", fontsize=10)
     leak_ax.set_xlim(left=-2.0)  # room for points at 0%
     leak_ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     draw_intervals(
@@ -330,7 +330,7 @@ def plot_runs(results: dict[str, BootstrapResult], reference: str, path: Path) -
         marker="o",
     )
     f1_ax.set_xlabel("span overlap F1 (0 to 1)")
-    f1_ax.set_title("Span overlap F1, label-consistent (higher is better)", fontsize=10)
+    f1_ax.set_title("Span overlap F1, label-consistent\n(higher is better)", fontsize=10)
     f1_ax.set_xlim(-0.03, 1.05)
     ticks = [f"{name} (reference)" if name == reference else name for name in names]
     leak_ax.set_ylim(-0.6, len(names) - 0.4)

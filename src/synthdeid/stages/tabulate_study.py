@@ -322,7 +322,10 @@ def plot_forest(
             if is_undefined(diff):
                 undefined.append(float(y))
                 continue
-            color = SIGNIFICANT_COLOR if row[f"{metric}_significant"] else NOT_SIGNIFICANT_COLOR
+            # the colour follows the interval drawn (does it exclude 0?), the filling the
+            # Bonferroni-adjusted test, so a point never reads as other than its bar
+            excludes_zero = not (is_undefined(lo) or is_undefined(hi)) and (lo > 0 or hi < 0)
+            color = SIGNIFICANT_COLOR if excludes_zero else NOT_SIGNIFICANT_COLOR
             ax.errorbar(
                 diff,
                 y,
@@ -333,6 +336,7 @@ def plot_forest(
                 fmt="o",
                 capsize=3,
                 color=color,
+                markerfacecolor=color if row[f"{metric}_significant"] else "white",
             )
         mark_undefined(ax, undefined, horizontal=True)
         ax.axvline(0.0, color=PALETTE["black"], linewidth=0.8)
@@ -346,8 +350,8 @@ def plot_forest(
     )
     first.set_ylabel("arm")
     fig.suptitle(
-        f"Arms against {reference} on {n_notes} evaluation notes "
-        "(blue: p < 0.05 after Bonferroni; grey: not)",
+        f"Arms against {reference} on {n_notes} evaluation notes (blue: the 95% interval "
+        "excludes 0, grey: not; filled: p < 0.05 after Bonferroni, hollow: not)",
         fontsize=10,
     )
     fig.tight_layout()
