@@ -32,7 +32,7 @@ rule list_provenance:
         html=report(
             "results/list_provenance/{corpus}/provenance.html",
             caption="../report/provenance.rst",
-            category="Workflow",
+            category="Provenance",
             labels={"result": "what made each result", "corpus": "{corpus}"},
         ),
     log:
