@@ -111,21 +111,24 @@ def extraction_requests(
     """One request per test report and variable, in :func:`request_order`."""
     system = ChatMessage("system", prompt.system.strip())
     variables = spec.variables
-    examples = {
-        v.name: few_shot_examples(shots_from, v.name, shots, seed) if shots else []
-        for v in variables
-    }
+    # the same shots, as user and assistant turns, before every report of a variable
+    shot_turns: dict[str, list[ChatMessage]] = {}
+    for variable in variables:
+        turns: list[ChatMessage] = []
+        for shot in few_shot_examples(shots_from, variable.name, shots, seed) if shots else []:
+            turns.append(prompt.user_turn(shot.report, variable))
+            turns.append(ChatMessage("assistant", shot_answer(shot, variable, spec)))
+        shot_turns[variable.name] = turns
     requests = []
     for i, j in request_order(len(tests), len(variables), shots):
         variable = variables[j]
-        turns: list[ChatMessage] = [system]
-        for shot in examples[variable.name]:
-            turns.append(prompt.user_turn(shot.report, variable))
-            turns.append(ChatMessage("assistant", shot_answer(shot, variable, spec)))
-        turns.append(prompt.user_turn(tests[i].report, variable))
         requests.append(
             ChatRequest(
-                messages=tuple(turns),
+                messages=(
+                    system,
+                    *shot_turns[variable.name],
+                    prompt.user_turn(tests[i].report, variable),
+                ),
                 temperature=0.0,
                 max_tokens=max_tokens,
                 seed=seed,
