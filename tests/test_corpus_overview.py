@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from matplotlib.colors import to_hex
 
-from synthdeid.corpus_overview import overview_table, plot_overview
-from synthdeid.figures import PALETTE
+from synthdeid.corpus_overview import WITHOUT_PHI_ALPHA, overview_table, plot_overview
+from synthdeid.figures import SERIES_COLORS
 from synthdeid.notes import Note, Span
 
 
@@ -33,6 +33,13 @@ def test_overview_counts_per_part(tmp_path) -> None:
     # the counts are written on the bars, so the figure needs no table beside it
     assert {t.get_text() for t in left.texts} == {"1", ""}  # empty bars stay unlabelled
     assert {t.get_text() for t in right.texts} == {"1", ""}
-    # with / without PHI in the shared colour-blind-safe palette, not red against green
-    colours = {to_hex(bar.get_facecolor()) for bar in left.patches}
-    assert colours == {to_hex(PALETTE["orange"]), to_hex(PALETTE["sky"])}
+    # a colour means a part in both panels (with / without PHI: solid / light and hatched)
+    parts = ["seed", "train", "holdout"]
+    solid = [to_hex(bar.get_facecolor(), keep_alpha=False) for bar in left.patches[:3]]
+    assert solid == [to_hex(c) for c in SERIES_COLORS[:3]]
+    assert [bar.get_alpha() for bar in left.patches[3:]] == [WITHOUT_PHI_ALPHA] * 3
+    assert [to_hex(bar.get_facecolor(), keep_alpha=False) for bar in left.patches[3:]] == solid
+    by_part = {c.get_label(): c for c in right.containers}
+    for part, colour in zip(parts, solid, strict=True):
+        assert {to_hex(bar.get_facecolor()) for bar in by_part[part]} == {colour}
+    assert [t.get_text() for t in left.get_legend().get_texts()] == ["with PHI", "without PHI"]

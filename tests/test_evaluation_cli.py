@@ -214,6 +214,10 @@ def test_compare_runs(tables: dict[str, Path], tmp_path: Path) -> None:
     with (out / "runs.csv").open() as handle:
         runs = {row["run"]: row for row in csv.DictReader(handle)}
     assert runs["perfect"]["rank"] == "1"
+    # the Markdown table lists the runs in rank order (weak was given first)
+    rows_md = [line.split(" | ") for line in (out / "runs.md").read_text().splitlines()]
+    ranked = [(cells[0], cells[1]) for cells in rows_md if cells[0] in ("| 1", "| 2")]
+    assert ranked == [("| 1", "perfect"), ("| 2", "weak (reference)")]
     assert float(runs["weak"]["leakage_overlap_all"]) == pytest.approx(0.25)
     with (out / "paired_tests.csv").open() as handle:
         tests = {row["label"]: row for row in csv.DictReader(handle)}
@@ -495,7 +499,22 @@ def test_paired_tests_and_arms_tables_are_written_exactly() -> None:
             "diff_hi": 0.5,
             "p": 0.04,
             "p_bonferroni": 0.08,
+            "m": 2,
             "significant": False,
+        },
+        {
+            "run": "b",
+            "label": "NAME",
+            "support": 5,
+            "run_value": 1.0,
+            "reference_value": 0.25,
+            "diff": 0.75,
+            "diff_lo": 0.5,
+            "diff_hi": 1.0,
+            "p": 0.0,
+            "p_bonferroni": 0.0,
+            "m": 2,
+            "significant": True,
         },
         {
             "run": "b",
@@ -508,12 +527,15 @@ def test_paired_tests_and_arms_tables_are_written_exactly() -> None:
             "diff_hi": None,
             "p": None,
             "p_bonferroni": None,
+            "m": 2,
             "significant": False,
         },
     ]
-    assert paired_tests_markdown(tested, "overlap_recall", "a").splitlines()[-3:] == [
+    # a p of 0 is below the resamples' resolution, 2 / 2000 (times m = 2 adjusted)
+    assert paired_tests_markdown(tested, "overlap_recall", "a", 2000).splitlines()[-4:] == [
         "|---|---|---|---|---|---|---|---|---|",
         "| b | DATE | 4 | 0.750 | 0.500 | +0.250 [-0.125, +0.500] | 0.0400 | 0.0800 | no |",
+        "| b | NAME | 5 | 1.000 | 0.250 | +0.750 [+0.500, +1.000] | <0.0010 | <0.0020 | yes |",
         "| b | ALL | 9 | n/a | 0.500 | n/a | n/a | n/a | no |",
     ]
     spread = ArmMetric(0.5, 0.1, 0.25, 0.75, 0.4, 0.6)
@@ -537,7 +559,7 @@ def test_paired_tests_and_arms_tables_are_written_exactly() -> None:
     test = ArmTest(
         "b", "a", "span_overlap_f1", 1, 2, False, 0.125, nan, nan, 0.5, 1.0, 1, False, nan, nan, nan
     )
-    assert arms_markdown(summaries, "a", [test]).splitlines()[-10:] == [
+    assert arms_markdown(summaries, "a", [test], 2000).splitlines()[-10:] == [
         "| arm | seeds | span_overlap_f1 | span_overlap_recall | span_overlap_precision "
         "| leakage_overlap_all | detection_recall | detection_precision "
         "| leakage_detection_all |",
@@ -562,14 +584,15 @@ def test_study_cells_are_written_exactly() -> None:
         out |= {"train_notes": 120.0, "synthetic_share": 1 / 6, "epsilon": None}
         out |= {"train_wall_min": figures.get("wall"), "train_cpu_min": figures.get("cpu")}
         keys = ("mean", "sd", "ci_lo", "ci_hi", "diff", "diff_lo", "diff_hi", "p_bonferroni")
-        keys += ("mde_bonferroni", "reading")
+        keys += ("m", "mde_bonferroni", "reading")
         for metric in ARM_METRICS:
             out |= {f"{metric}_{key}": figures.get(key) for key in keys}
             out[f"{metric}_significant"] = figures.get("significant", False)
         return out
 
     defined = {"mean": 0.5, "sd": 0.1, "ci_lo": 0.4, "ci_hi": 0.6, "diff": 0.25}
-    defined |= {"diff_lo": -0.125, "diff_hi": 0.5, "p_bonferroni": 0.0, "significant": True}
+    defined |= {"diff_lo": -0.125, "diff_hi": 0.5, "p_bonferroni": 0.0, "m": 1}
+    defined |= {"significant": True}
     rows = [
         row("real", True, mean=0.5, sd=None, ci_lo=None, ci_hi=None, wall=20.25, cpu=38.0),
         row("dp", False, **defined, mde_bonferroni=0.041, reading="helps", wall=19.0),
@@ -600,7 +623,7 @@ def test_study_cells_are_written_exactly() -> None:
         "| dp | 2 | 120 | 16.7% | n/a | 19.0 (n/a) | "
         + " | ".join(
             ["0.500 +- 0.100 [0.400, 0.600]"] * n_metrics
-            + ["+0.250 [-0.125, +0.500] p<0.0050 *"] * n_deltas
+            + ["+0.250 [-0.125, +0.500] p<0.0050 *"] * n_deltas  # 2 / 400 resamples
         )
         + " | 0.041 | helps |"
     )
@@ -609,7 +632,9 @@ def test_study_cells_are_written_exactly() -> None:
         + " | ".join(["n/a"] * (n_metrics + n_deltas))
         + " | n/a | n/a |"
     )
-    assert lines[-3].endswith("+0.250 [-0.125, +0.500] p=0.500 | 0.018 | cannot tell (MDE 0.018) |")
+    assert lines[-3].endswith(
+        "+0.250 [-0.125, +0.500] p=0.5000 | 0.018 | cannot tell (MDE 0.018) |"
+    )
     assert lines[-2] == ""
     assert lines[-1] == (
         "Smallest detectable difference in F1 (95%, power 0.8, Bonferroni over 3 arms, paired "

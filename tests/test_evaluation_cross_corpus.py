@@ -12,6 +12,7 @@ from synthdeid.cli import main
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.cross_corpus import (
     CROSS_METRICS,
+    PLOTTED,
     CrossCell,
     cross_markdown,
     cross_rows,
@@ -19,6 +20,7 @@ from synthdeid.evaluation.cross_corpus import (
     plot_cross,
     score_cells,
 )
+from synthdeid.figures import share_limits
 from synthdeid.notes import UNSPLIT, Note, Span, write_notes
 from synthdeid.stats import Interval
 
@@ -107,7 +109,23 @@ def test_table_and_rows_have_every_cell_and_na(cells: list, tmp_path: Path) -> N
     assert (tmp_path / "cross.png").stat().st_size > 0
     assert fig.axes[0].get_ylabel() == "run"
     assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == ["strong", "weak"]
-    assert all(ax.get_xlabel().endswith("(95% CI)") for ax in fig.axes[:3])
+    assert all(ax.get_xlabel().endswith("axis fits the values)") for ax in fig.axes[:3])
+    for ax, metric in zip(fig.axes[:3], PLOTTED, strict=True):  # each panel holds its values
+        lo, hi = ax.get_xlim()
+        drawn = [c.metrics[metric] for c in scored]
+        values = [v for i in drawn for v in (i.estimate, i.lo, i.hi) if v == v]
+        assert lo <= min(values) and max(values) <= hi
+
+
+def test_share_axes_fit_values_near_one_end() -> None:
+    near_one = [Interval(0.985, 0.97, 1.0), Interval(0.99, 0.98, 1.0)]
+    lo, hi = share_limits(near_one)
+    assert 0.9 < lo < 0.97 and 1.0 <= hi <= 1.02
+    near_zero = [Interval(0.004, 0.0, 0.018)]
+    lo, hi = share_limits(near_zero)
+    assert lo == 0.0 and 0.018 < hi < 0.1
+    nan = float("nan")
+    assert share_limits([Interval(nan, nan, nan)]) == (0.0, 1.02)
 
 
 def test_cells_are_written_exactly_and_an_unscored_cell_is_blank() -> None:

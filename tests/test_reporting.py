@@ -16,6 +16,7 @@ from synthdeid.reporting import (
     markdown_table,
     markdown_to_html,
     number_or_na,
+    p_text,
     percent,
     undefined_to_none,
 )
@@ -92,3 +93,14 @@ def test_every_row_has_the_header_s_columns_even_with_pipes_and_breaks() -> None
     assert page.count("<tr>") == 3 and page.count("<th>") == 3 and page.count("<td>") == 6
     assert "<td>a|b</td>" in page and "<td>x | y</td>" in page and "<td></td>" in page
     assert "<td>two<br>lines</td>" in page
+
+
+def test_a_p_value_is_written_one_way_with_its_resolution() -> None:
+    assert p_text(0.04, 2000) == "0.0400"
+    assert p_text(1.0, 2000) == "1.0000"
+    # no resample changed sign: below 2 / n (two-sided), m times that when adjusted
+    assert p_text(0.0, 2000) == "<0.0010"
+    assert p_text(0.0, 2000, m=4) == "<0.0040"
+    assert p_text(0.0, 10, m=9) == "<1.0000"
+    assert p_text(None, 2000) == NOT_AVAILABLE
+    assert p_text(float("nan"), 2000) == NOT_AVAILABLE

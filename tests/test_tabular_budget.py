@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from synthdeid.errors import ConfigError, StepError
-from synthdeid.tabular.budget import EpsilonBudget, plan_budget, settle
+from synthdeid.tabular.budget import EpsilonBudget, accounted_epsilon, plan_budget, settle
 from synthdeid.tabular.spec import parse_spec
 from synthdeid.tabular.synthesizers import (
     SYNTHESIZERS,
@@ -111,6 +111,18 @@ def test_settle_sums_to_total():
     assert data["synthesizer_epsilon"] == 2.5
     assert data["delta"] == 1e-9
     assert data["library_reported_epsilon"] == 2.4
+    # the accountant's figure below its budget is what the fit is accounted to spend
+    assert data["epsilon_accounted"] == pytest.approx(0.5 + 2.4)
+    assert accounted_epsilon({"dp": True, **data}) == pytest.approx(2.9)
+
+
+def test_accounted_epsilon_of_each_kind_of_privacy_record():
+    # MST / AIM: no accountant of their own, they spend exactly their share
+    assert accounted_epsilon({"dp": True, "epsilon_total": 3.0}) == 3.0
+    # DP-CTGAN written before the accounted figure was recorded: from its parts
+    older = {"dp": True, "epsilon_total": 3.0, "library_reported_epsilon": 0.878}
+    assert accounted_epsilon(older) == pytest.approx(0.878)
+    assert accounted_epsilon({"dp": False, "epsilon_total": None}) is None
 
 
 def test_settle_within_float_tolerance():

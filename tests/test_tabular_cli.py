@@ -457,6 +457,7 @@ def test_comparison_table_is_written_exactly() -> None:
     real = {"label": "holdout (real)", "privacy": "real", "samples": 1}
     real["metrics"] = {"overall": spread(0.9, None, 1), "similarity": spread(1.0, None, 1)}
     dp = {"label": "mst (eps 3)", "epsilon": 3.0, "privacy": "epsilon 3", "samples": 3}
+    dp["epsilon_accounted"] = 3.0
     dp["metrics"] = {
         "overall": spread(0.74825, 0.00271),
         "similarity": spread(0.5),
@@ -480,6 +481,11 @@ def test_comparison_table_is_written_exactly() -> None:
         "| **Novelty** | | |",
         "| % identical matches (lower is better) | - | 0.00% |",
         "| NNDR, synthetic / holdout (higher is more novel) | - | n/a |",
-        "| DCR share (0.5 is ideal) | - | - |",
+        "| DCR share (0.5 is ideal) | - | n/a |",  # -: not measured; n/a: undefined
         "| DCR overfitting score (1 is best) | - | - |",
     ]
+    # DP-CTGAN's accountant stopped below its budget: the table shows both
+    gan = dp | {"label": "dp_ctgan", "epsilon_accounted": 0.878}
+    assert comparison_markdown([real, gan]).splitlines()[2] == (
+        "| **Privacy** | real | epsilon 0.878 accounted (budget 3) |"
+    )

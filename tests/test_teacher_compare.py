@@ -177,13 +177,13 @@ def test_distillation_and_noise(folders: dict[str, Path], tmp_path: Path) -> Non
     markdown = (out / "distillation.md").read_text(encoding="utf-8")
     assert TABLE_2_HEADER in markdown
     assert "| DATE | 1.00 [1.00-1.00] | 1.00 [1.00-1.00] | n/a | 0.00 [0.00-0.00] |" in markdown
-    assert "-1.00 (0.000)*" in markdown
-    assert "+0.11 (" in markdown and "+0.11 (0.000)*" not in markdown
+    assert "-1.00 (<0.0300)*" in markdown  # p 0: below 2 * m / n_resamples
+    assert "+0.11 (" in markdown and "+0.11 (<0.0300)*" not in markdown
     assert "200 document-level resamples, seed 42" in markdown
     assert "overlap span matching" in markdown
     assert "m = 3" in markdown and "alpha = 0.05" in markdown
     assert "Significant after Bonferroni: DATE recall: student lower" in markdown
-    assert "DATE recall: student lower (-1.00, p_bonf = 0.000)" in markdown
+    assert "DATE recall: student lower (-1.00, p_bonf <0.0300)" in markdown
     assert "DATE precision" not in markdown
     assert "DOCTOR precision" not in markdown
 

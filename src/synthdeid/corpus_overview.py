@@ -14,12 +14,14 @@ from typing import Any
 
 import pandas as pd
 
-from synthdeid.figures import PALETTE, pyplot, save_figure
+from synthdeid.figures import PALETTE, SERIES_COLORS, pyplot, save_figure
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.notes import Note
 from synthdeid.split import PARTS
 
 log = logging.getLogger(__name__)
+
+WITHOUT_PHI_ALPHA = 0.4  # notes without PHI: their part's colour, lighter and hatched
 
 
 def overview_table(notes: list[Note]) -> pd.DataFrame:
@@ -51,29 +53,49 @@ def plot_overview(table: pd.DataFrame, path: Path, title: str) -> Any:
     Returns the (closed) figure.
     """
     plt = pyplot()
+    from matplotlib.patches import Patch
+
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [1, 2.4]})
     parts = table["part"].tolist()
+    # one meaning per colour: a part's colour in both panels; PHI-free notes the same colour
+    # hatched and light (the legend shows the two fillings in grey)
+    colours = {part: SERIES_COLORS[i % len(SERIES_COLORS)] for i, part in enumerate(parts)}
     without = table["notes"] - table["notes_with_phi"]
-    with_phi = left.bar(parts, table["notes_with_phi"], label="with PHI", color=PALETTE["orange"])
+    with_phi = left.bar(parts, table["notes_with_phi"], color=[colours[p] for p in parts])
     no_phi = left.bar(
         parts,
         without,
         bottom=table["notes_with_phi"],
-        label="without PHI",
-        color=PALETTE["sky"],
+        color=[colours[p] for p in parts],
+        alpha=WITHOUT_PHI_ALPHA,
+        hatch="//",
+        edgecolor="white",
     )
     for bars, values in ((with_phi, table["notes_with_phi"]), (no_phi, without)):
         left.bar_label(bars, labels=count_labels(values), label_type="center", fontsize=7)
+    left.legend(
+        handles=[
+            Patch(facecolor=PALETTE["grey"], label="with PHI"),
+            Patch(
+                facecolor=PALETTE["grey"],
+                alpha=WITHOUT_PHI_ALPHA,
+                hatch="//",
+                edgecolor="white",
+                label="without PHI",
+            ),
+        ],
+        frameon=False,
+        loc="upper right",
+    )
     left.set_xlabel("part of the split")
     left.set_ylabel("notes")
     left.set_title(f"Notes per part (n = {int(table['notes'].sum())})")
     left.set_ylim(0, max(1, int(table["notes"].max())) * 1.3)  # room for the legend
-    left.legend(frameon=False, loc="upper right")
     width = 0.8 / len(parts)
     for i, part in enumerate(parts):
         counts = table.loc[table["part"] == part, list(CANONICAL_LABELS)].iloc[0]
         positions = [x + (i - (len(parts) - 1) / 2) * width for x in range(len(CANONICAL_LABELS))]
-        bars = right.bar(positions, counts.to_numpy(), width=width, label=part)
+        bars = right.bar(positions, counts.to_numpy(), width=width, label=part, color=colours[part])
         right.bar_label(bars, labels=count_labels(counts), fontsize=6)
     right.set_xticks(range(len(CANONICAL_LABELS)), CANONICAL_LABELS, rotation=30, ha="right")
     right.set_xlabel("canonical PHI label")

@@ -56,6 +56,27 @@ def error_bars(intervals: Sequence[Interval]) -> np.ndarray:
     return cast(np.ndarray, np.nan_to_num(np.array([lower, upper], dtype=float)))
 
 
+def share_limits(
+    intervals: Sequence[Interval], *, margin: float = 0.1, min_width: float = 0.05
+) -> tuple[float, float]:
+    """Axis limits for shares (0-1) that fit the intervals drawn, so that values
+    such as 0.97-1.0 or 0-0.018 are not squeezed against one end of a 0-1 axis.
+
+    The range of the defined estimates and bounds, widened to ``min_width`` and
+    padded by ``margin`` of its width on each side, clipped to [0, 1.02]; the
+    whole 0-1.02 range where nothing is defined.
+    """
+    values = [v for i in intervals for v in (i.estimate, i.lo, i.hi) if not is_undefined(v)]
+    if not values:
+        return 0.0, 1.02
+    lo, hi = min(values), max(values)
+    width = max(hi - lo, min_width)
+    centre = (lo + hi) / 2
+    lo, hi = centre - width / 2, centre + width / 2
+    pad = margin * width
+    return max(0.0, lo - pad), min(1.02, hi + pad)
+
+
 def mark_undefined(
     ax: Any, positions: Sequence[float], *, horizontal: bool = False, text: str = NOT_AVAILABLE
 ) -> None:

@@ -66,6 +66,20 @@ def format_interval(interval: Interval, spec: str = ".3f", sep: str = ", ") -> s
     return interval_text(interval.estimate, interval.lo, interval.hi, spec, sep)
 
 
+def p_text(p: float | None, n_resamples: int, m: int = 1) -> str:
+    """A bootstrap p with four decimals; n/a where there is no test.
+
+    A p of 0 (no resample changed sign) is below the resolution of the
+    resamples, ``2 / n_resamples`` two-sided (``m`` times that for a
+    Bonferroni-adjusted p over ``m`` tests), and is written ``<0.0010``.
+    """
+    if is_undefined(p):
+        return NOT_AVAILABLE
+    if p == 0:
+        return f"<{min(1.0, 2.0 * max(m, 1) / n_resamples):.4f}"
+    return f"{p:.4f}"
+
+
 def undefined_to_none(row: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``row`` with NaN values as None (JSON null, an empty CSV cell)."""
     return {key: None if is_undefined(value) else value for key, value in row.items()}

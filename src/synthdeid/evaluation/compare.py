@@ -38,6 +38,7 @@ from synthdeid.reporting import (
     interval_text,
     markdown_table,
     number_or_na,
+    p_text,
     undefined_to_none,
 )
 from synthdeid.stats import (
@@ -192,14 +193,16 @@ def runs_markdown(
                 str(int(result.counts["n_notes"])),
                 *(format_interval(result.headline[m]) for m in RUN_METRICS),
             ]
-            for name, result in results.items()
+            for name, result in sorted(results.items(), key=lambda item: ranks[item[0]])
         ],
     )
     lines += ["", *(f"- {METRIC_LABELS[m]} (`{m}`): {DEFINITIONS[m]}" for m in RUN_METRICS), ""]
     return "\n".join(lines)
 
 
-def tests_markdown(rows: list[dict[str, Any]], metric: str, reference: str) -> str:
+def tests_markdown(
+    rows: list[dict[str, Any]], metric: str, reference: str, n_resamples: int
+) -> str:
     lines = [
         f"# Paired bootstrap tests against {reference}",
         "",
@@ -230,8 +233,8 @@ def tests_markdown(rows: list[dict[str, Any]], metric: str, reference: str) -> s
                 number_or_na(r["run_value"]),
                 number_or_na(r["reference_value"]),
                 interval_text(r["diff"], r["diff_lo"], r["diff_hi"], "+.3f"),
-                number_or_na(r["p"], ".4f"),
-                number_or_na(r["p_bonferroni"], ".4f"),
+                p_text(r["p"], n_resamples),
+                p_text(r["p_bonferroni"], n_resamples, r["m"]),
                 "yes" if r["significant"] else "no",
             ]
             for r in rows
@@ -433,7 +436,10 @@ def format_arm_cell(value: ArmMetric) -> str:
 
 
 def arms_markdown(
-    summaries: dict[str, ArmSummary], reference_arm: str, tests: list[ArmTest]
+    summaries: dict[str, ArmSummary],
+    reference_arm: str,
+    tests: list[ArmTest],
+    n_resamples: int,
 ) -> str:
     lines = [
         "# Arms over training seeds",
@@ -465,8 +471,8 @@ def arms_markdown(
                     t.metric,
                     f"{t.seeds} vs {t.reference_seeds}" + (" (paired)" if t.seeds_paired else ""),
                     interval_text(t.diff, t.diff_lo, t.diff_hi, "+.3f"),
-                    number_or_na(t.p, ".4f"),
-                    number_or_na(t.p_bonferroni, ".4f"),
+                    p_text(t.p, n_resamples),
+                    p_text(t.p_bonferroni, n_resamples, t.m),
                     "yes" if t.significant else "no",
                 ]
                 for t in tests

@@ -28,7 +28,14 @@ from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.bootstrap import bootstrap_metrics, check_same_documents
 from synthdeid.evaluation.metrics import CountTable, order_labels
 from synthdeid.evaluation.report import METRIC_LABELS, PER_DOCUMENT, read_per_document
-from synthdeid.figures import SERIES_COLORS, error_bars, mark_undefined, pyplot, save_figure
+from synthdeid.figures import (
+    SERIES_COLORS,
+    error_bars,
+    mark_undefined,
+    pyplot,
+    save_figure,
+    share_limits,
+)
 from synthdeid.reporting import format_interval, markdown_table, write_csv
 from synthdeid.stats import Interval, resample_weights
 
@@ -202,8 +209,9 @@ def plot_cross(cells: Sequence[CrossCell], path: Path, titles: dict[str, str] | 
             mark_undefined(
                 ax, [y[j] + offset for j, i in present if not i.defined], horizontal=True
             )
-        ax.set_xlim(0, 1.02)
-        ax.set_xlabel(METRIC_LABELS.get(metric, metric) + " (95% CI)")
+        # each panel fits its values (recall near 1, leakage near 0 would vanish on 0-1)
+        ax.set_xlim(*share_limits([c.metrics[metric] for c in cells]))
+        ax.set_xlabel(METRIC_LABELS.get(metric, metric) + " (95% CI; axis fits the values)")
         ax.grid(axis="x", alpha=0.3)
     axes[0].set_yticks(y, runs)
     axes[0].set_ylabel("run")

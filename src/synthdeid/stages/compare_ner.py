@@ -153,8 +153,8 @@ def run(args: argparse.Namespace) -> None:
     write_csv(rows, list(rows[0]), out / "runs.csv")
     tables_md = {
         "runs.md": runs_markdown(results, reference, rows),
-        "paired_tests.md": tests_markdown(tested, args.metric, reference),
-        "arms.md": arms_markdown(summaries, reference_arm, arm_tests),
+        "paired_tests.md": tests_markdown(tested, args.metric, reference, args.resamples),
+        "arms.md": arms_markdown(summaries, reference_arm, arm_tests, args.resamples),
     }
     for name, markdown in tables_md.items():
         with atomic_text(out / name) as handle:

@@ -62,6 +62,7 @@ from synthdeid.reporting import (
     format_interval,
     markdown_table,
     number_or_na,
+    p_text,
     undefined_to_none,
     write_csv,
     write_html,
@@ -217,16 +218,17 @@ def short_interval(interval: Interval) -> str:
     return format_interval(interval, ".2f", sep="-")
 
 
-def difference_cell(row: dict[str, Any], part: str) -> str:
-    """``+0.12 (0.004)*``; n/a where the difference is undefined."""
+def difference_cell(row: dict[str, Any], part: str, n_resamples: int) -> str:
+    """``+0.12 (0.0040)*``, the Bonferroni-adjusted p in brackets; n/a without a difference."""
     if is_undefined(row[f"{part}_diff"]):
         return NOT_AVAILABLE
     mark = "*" if row[f"{part}_significant"] else ""
-    return f"{row[f'{part}_diff']:+.2f} ({number_or_na(row[f'{part}_p_bonferroni'])}){mark}"
+    p = p_text(row[f"{part}_p_bonferroni"], n_resamples, row["m"])
+    return f"{row[f'{part}_diff']:+.2f} ({p}){mark}"
 
 
-def significant_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
-    """``"DATE recall: student lower (-1.00, p_bonf = 0.000)"`` for every significant test."""
+def significant_summary(rows: Sequence[dict[str, Any]], n_resamples: int) -> list[str]:
+    """``"DATE recall: student lower (-1.00, p_bonf <0.0050)"`` for every significant test."""
     found = []
     for part in ("precision", "recall"):
         for row in rows:
@@ -234,7 +236,8 @@ def significant_summary(rows: Sequence[dict[str, Any]]) -> list[str]:
                 direction = "higher" if row[f"{part}_diff"] > 0 else "lower"
                 found.append(
                     f"{row['label']} {part}: student {direction} "
-                    f"({row[f'{part}_diff']:+.2f}, p_bonf = {row[f'{part}_p_bonferroni']:.3f})"
+                    f"({row[f'{part}_diff']:+.2f}, p_bonf "
+                    f"{p_text(row[f'{part}_p_bonferroni'], n_resamples, row['m'])})"
                 )
     return found
 
@@ -275,13 +278,13 @@ def distillation_markdown(d: Distillation, rows: Sequence[dict[str, Any]]) -> st
                 short_interval(d.student_result.per_label[label][metrics["precision"]]),
                 short_interval(d.student_result.per_label[label][metrics["recall"]]),
                 str(by_label[label]["support"]),
-                difference_cell(by_label[label], "precision"),
-                difference_cell(by_label[label], "recall"),
+                difference_cell(by_label[label], "precision", n_resamples),
+                difference_cell(by_label[label], "recall", n_resamples),
             ]
             for label in d.labels
         ],
     )
-    found = significant_summary(rows)
+    found = significant_summary(rows, n_resamples)
     lines += ["", f"Significant after Bonferroni: {'; '.join(found) if found else 'none'}.", ""]
     return "\n".join(lines)
 
@@ -446,7 +449,7 @@ def distillation_document(
             for part, test in d.tests.items()
         },
         "rows": rows,
-        "significant": significant_summary(rows),
+        "significant": significant_summary(rows, d.tests["recall"].n_resamples),
         "definitions": {
             metrics[part]: DEFINITIONS[f"span_{metrics[part]}"] for part in ("precision", "recall")
         },
@@ -677,7 +680,7 @@ def write_distillation(
         number_or_na(overall["student_precision"]),
         number_or_na(overall["teacher_recall"]),
         number_or_na(overall["student_recall"]),
-        "; ".join(significant_summary(rows)) or "none",
+        "; ".join(significant_summary(rows, d.tests["recall"].n_resamples)) or "none",
         out,
     )
 

@@ -41,6 +41,8 @@ from synthdeid.reporting import (
 from synthdeid.runtime import add_runtime_arguments
 from synthdeid.settings import settings_from_mapping
 from synthdeid.stats import is_undefined
+from synthdeid.tabular.budget import TOLERANCE as EPSILON_TOLERANCE
+from synthdeid.tabular.budget import accounted_epsilon
 from synthdeid.tabular.metrics import (
     fidelity,
     identical_match_share,
@@ -169,8 +171,19 @@ def spread(values: list[float]) -> dict[str, float | None]:
 
 def _number(value: float, key: str) -> str:
     if is_undefined(value):
-        return "-"
+        return NOT_AVAILABLE
     return percent(value, 2) if key in PERCENT else f"{value:.3f}"
+
+
+def privacy_cell(result: dict[str, Any]) -> str:
+    """``epsilon 3``, or ``epsilon 0.878 accounted (budget 3)`` where the synthesizer's own
+    accountant reports less than its budget (DP-CTGAN after its configured epochs)."""
+    budget, accounted = result.get("epsilon"), result.get("epsilon_accounted")
+    if budget is None:
+        return str(result.get("privacy", ""))
+    if accounted is None or abs(accounted - budget) <= EPSILON_TOLERANCE:
+        return f"epsilon {budget:g}"
+    return f"epsilon {accounted:.3g} accounted (budget {budget:g})"
 
 
 def comparison_markdown(results: list[dict[str, Any]]) -> str:
@@ -179,10 +192,7 @@ def comparison_markdown(results: list[dict[str, Any]]) -> str:
     table = [
         [
             "**Privacy**",
-            *(
-                f"epsilon {r['epsilon']:g}" if r.get("epsilon") else r.get("privacy", "")
-                for r in results
-            ),
+            *(privacy_cell(r) for r in results),
         ]
     ]
     sections = (
@@ -316,6 +326,7 @@ def run(args: argparse.Namespace) -> None:
                 "synthesizer": privacy["synthesizer"],
                 "dp": privacy["dp"],
                 "epsilon": privacy.get("epsilon_total"),
+                "epsilon_accounted": accounted_epsilon(privacy),
                 "privacy": f"epsilon {privacy['epsilon_total']:g}" if privacy["dp"] else "none",
                 "samples": len(groups),
                 "metrics": {k: spread(v) for k, v in per_sample.items()},

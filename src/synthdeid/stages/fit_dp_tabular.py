@@ -99,5 +99,8 @@ def run(args: argparse.Namespace) -> None:
         info.name,
         args.samples,
         rows,
-        f" at epsilon {args.epsilon} (delta {fitted.privacy.delta:.3g})" if fitted.privacy else "",
+        f" at epsilon {fitted.privacy.epsilon_accounted:.4g} accounted of {args.epsilon} "
+        f"(delta {fitted.privacy.delta:.3g})"
+        if fitted.privacy
+        else "",
     )

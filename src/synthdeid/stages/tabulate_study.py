@@ -59,6 +59,7 @@ from synthdeid.reporting import (
     interval_text,
     markdown_table,
     number_or_na,
+    p_text,
     percent,
     write_csv,
     write_html,
@@ -150,7 +151,7 @@ def study_rows(
             test = tests.get((arm, metric))
             for key in ("diff", "diff_lo", "diff_hi", "p", "p_bonferroni", "significant"):
                 row[f"{metric}_{key}"] = test[key] if test else None
-            for key in ("se", "mde", "mde_bonferroni"):  # absent from older comparisons
+            for key in ("m", "se", "mde", "mde_bonferroni"):  # absent from older comparisons
                 row[f"{metric}_{key}"] = test.get(key) if test else None
             text = reading(metric, row[f"{metric}_diff"], row[f"{metric}_significant"])
             row[f"{metric}_reading"] = None if text == NOT_AVAILABLE else text
@@ -169,13 +170,6 @@ def metric_cell(row: dict[str, Any], metric: str) -> str:
     return f"{mean:.3f}{spread} [{bounds_text(row[f'{metric}_ci_lo'], row[f'{metric}_ci_hi'])}]"
 
 
-def p_text(p: float | None, n_resamples: int) -> str:
-    """A bootstrap p; 0 means below the resolution of the resamples (2 / n, two-sided)."""
-    if is_undefined(p):
-        return f"p={NOT_AVAILABLE}"
-    return f"p<{2 / n_resamples:.4f}" if p == 0 else f"p={p:.3f}"
-
-
 def delta_cell(row: dict[str, Any], metric: str, n_resamples: int) -> str:
     if row["reference"]:
         return "(reference)"
@@ -183,7 +177,8 @@ def delta_cell(row: dict[str, Any], metric: str, n_resamples: int) -> str:
     if is_undefined(diff):
         return NOT_AVAILABLE
     mark = " *" if row[f"{metric}_significant"] else ""
-    p = p_text(row[f"{metric}_p_bonferroni"], n_resamples)
+    p = p_text(row[f"{metric}_p_bonferroni"], n_resamples, row[f"{metric}_m"] or 1)
+    p = f"p{p}" if p.startswith("<") else f"p={p}"
     return f"{interval_text(diff, lo, hi, '+.3f')} {p}{mark}"
 
 

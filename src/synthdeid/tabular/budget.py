@@ -65,7 +65,14 @@ def plan_budget(
 
 @dataclass(frozen=True)
 class EpsilonRecord:
-    """What a DP fit spent, for privacy.json."""
+    """What a DP fit spent, for privacy.json.
+
+    ``epsilon_total`` is the configured budget, the ceiling. ``epsilon_accounted``
+    is what the fit is accounted to have spent: the preprocessor's spend plus
+    the synthesizer's own accountant's final figure where it reports one
+    (DP-CTGAN's RDP accountant stops at the epochs configured, often below its
+    budget), else the synthesizer's share (MST and AIM spend exactly theirs).
+    """
 
     epsilon_total: float
     preprocessor_epsilon_planned: float
@@ -74,8 +81,32 @@ class EpsilonRecord:
     delta: float | None
     library_reported_epsilon: float | None
 
+    @property
+    def epsilon_accounted(self) -> float:
+        spent = self.library_reported_epsilon
+        return self.preprocessor_epsilon_spent + (
+            self.synthesizer_epsilon if spent is None else spent
+        )
+
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "sums_to_total": True}
+        return {**asdict(self), "epsilon_accounted": self.epsilon_accounted, "sums_to_total": True}
+
+
+def accounted_epsilon(privacy: dict[str, Any]) -> float | None:
+    """A tabular fit's accounted epsilon from its privacy.json; None for a non-DP fit.
+
+    privacy.json files written before the accounted figure was recorded give it
+    from their parts, as :attr:`EpsilonRecord.epsilon_accounted` does.
+    """
+    if not privacy.get("dp"):
+        return None
+    if privacy.get("epsilon_accounted") is not None:
+        return float(privacy["epsilon_accounted"])
+    spent = privacy.get("library_reported_epsilon")
+    preprocessor = float(privacy.get("preprocessor_epsilon_spent") or 0.0)
+    if spent is not None:
+        return preprocessor + float(spent)
+    return float(privacy["epsilon_total"])
 
 
 def settle(
