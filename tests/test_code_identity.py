@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 from pathlib import Path
 
@@ -88,3 +89,57 @@ def test_provenance_records_the_running_stage_digest_not_the_commit() -> None:
     assert record["code_digest"] == stage_code_digest("split-notes")
     assert "+g" not in record["code_version"]  # no git commit in the bytes
     assert running_code_digest() is None
+
+
+def parsed_imports(module: str) -> frozenset[str]:
+    """The synthdeid modules a module imports, from a full parse of its source."""
+    path = code_identity.module_file(module)
+    assert path is not None
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_bytes())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return frozenset(n for n in found if code_identity.module_file(n) is not None)
+
+
+def test_the_line_scan_finds_what_a_parse_finds_in_every_module() -> None:
+    modules = []
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        modules.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    assert len(modules) > 100
+    for module in modules:
+        assert imported_modules(module) == parsed_imports(module), module
+
+
+def test_the_line_scan_reads_every_form_of_import(tmp_path: Path, monkeypatch) -> None:
+    source = (
+        "import synthdeid.stats, synthdeid.labels as labels\n"
+        "from synthdeid.evaluation import (\n"
+        "    metrics,  # a module\n"
+        "    report as r,\n"
+        ")\n"
+        "def f():\n"
+        "    from synthdeid.notes import Note\n"
+        "# from synthdeid.mask import nothing (a comment is not an import)\n"
+    )
+    package = tmp_path / "synthdeid"
+    shutil.copytree(ROOT, package)
+    (package / "probe.py").write_text(source)
+    monkeypatch.setattr(code_identity, "ROOT", package)
+    code_identity.imported_modules.cache_clear()
+    try:
+        found = imported_modules("synthdeid.probe")
+    finally:
+        code_identity.imported_modules.cache_clear()
+    assert found == {
+        "synthdeid.stats",
+        "synthdeid.labels",
+        "synthdeid.evaluation",
+        "synthdeid.evaluation.metrics",
+        "synthdeid.evaluation.report",
+        "synthdeid.notes",
+    }
