@@ -54,10 +54,10 @@ def measure(args: argparse.Namespace) -> dict[str, float]:
     """One configuration, in this process: throughput, memory, quality."""
     import torch
 
-    from synthdeid.evaluation.metrics import headline_metrics
     from synthdeid.ner.ages import drop_young_ages
-    from synthdeid.ner.ensemble import load_tagger
+    from synthdeid.ner.loading import load_tagger
     from synthdeid.notes import read_notes
+    from synthdeid.scoring.metrics import headline_metrics
 
     torch.set_num_threads(args.threads)
     config = CONFIGS[args.worker]

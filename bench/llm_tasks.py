@@ -96,7 +96,7 @@ from synthdeid.local_only import LOCAL_DIR
 from synthdeid.notes import read_notes
 from synthdeid.reporting import NOT_AVAILABLE, markdown_row, markdown_table, number_or_na, percent
 from synthdeid.runtime import set_threads
-from synthdeid.stages.generate_templates import sample_ids
+from synthdeid.synthesis.template_generation import sample_ids
 from synthdeid.synthesis.templates import REFUSED_BY_GUARD
 from synthdeid.synthesis.validator import ACCEPTED
 from synthdeid.tabular.faithfulness import CORRECT, NOT_JUDGED, NOT_MENTIONED, STATUSES, WRONG

@@ -33,7 +33,7 @@ from synthdeid.artifacts import write_parquet_atomic
 from synthdeid.cli import run_stage
 from synthdeid.local_only import LOCAL_DIR, LOCAL_ONLY_METADATA
 from synthdeid.notes import read_notes
-from synthdeid.stages.generate_templates import sample_ids
+from synthdeid.synthesis.template_generation import sample_ids
 from synthdeid.teacher.outputs import LABELS
 
 WORKFLOW_TEACHER_KEYS = ("name", "student")

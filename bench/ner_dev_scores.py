@@ -47,10 +47,10 @@ def main() -> None:
 
     import torch
 
-    from synthdeid.evaluation.metrics import headline_metrics
     from synthdeid.ner.decoding import attach_initials, decode_spans
-    from synthdeid.ner.ensemble import load_tagger
+    from synthdeid.ner.loading import load_tagger
     from synthdeid.notes import read_notes
+    from synthdeid.scoring.metrics import headline_metrics
 
     if any(name == "holdout" for name, _ in args.part):
         parser.error("the holdout is for final figures, not for development choices")

@@ -34,10 +34,10 @@ from typing import Any
 from synthdeid import cli
 from synthdeid.artifacts import make_provenance, write_json_atomic, write_parquet_atomic
 from synthdeid.detectors import add_regex_spans
-from synthdeid.evaluation.metrics import headline_metrics
 from synthdeid.ner.ages import drop_young_age_spans
 from synthdeid.ner.operating_point import OperatingPointRule, choose
 from synthdeid.notes import Note, Span, notes_to_table, read_notes
+from synthdeid.scoring.metrics import headline_metrics
 
 FIGURES = (
     "detection_recall",

@@ -90,9 +90,9 @@ def measure(input_path: Path, policies: dict | None) -> dict[str, float]:
 def child(input_path: str, output_path: str, policies: str | None) -> None:
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     from synthdeid.artifacts import make_provenance
-    from synthdeid.stages.replace_surrogates import replace_file
     from synthdeid.surrogate.keying import load_key
     from synthdeid.surrogate.replace import SurrogateReplacer
+    from synthdeid.surrogate.replace_table import replace_file
 
     replacer = SurrogateReplacer(load_key(), json.loads(policies) if policies else None)
     started = time.perf_counter()

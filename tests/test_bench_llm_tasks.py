@@ -29,8 +29,8 @@ from llm_server import ScriptedChatServer, last_user_message, ok_body
 from ner_helpers import note_from_pieces
 from synthdeid import cli
 from synthdeid.notes import Note, write_notes
-from synthdeid.stages.generate_templates import sample_ids
 from synthdeid.stats import wilson_interval
+from synthdeid.synthesis.template_generation import sample_ids
 from synthdeid.tabular.spec import load_spec
 
 chat_server = llm_server.chat_server  # the fixture

@@ -139,7 +139,7 @@ def test_the_line_scan_reads_every_form_of_import(tmp_path: Path, monkeypatch) -
         "synthdeid.stats",
         "synthdeid.labels",
         "synthdeid.evaluation",
-        "synthdeid.evaluation.metrics",
+        "synthdeid.scoring.metrics",
         "synthdeid.evaluation.report",
         "synthdeid.notes",
     }

@@ -76,7 +76,7 @@ def test_length_comparison() -> None:
 
 
 def test_the_audit_quality_table_is_written_exactly() -> None:
-    from synthdeid.stages.audit_dp_lm import quality_markdown
+    from synthdeid.dplm.audit_report import quality_markdown
 
     def interval(estimate: float, lo: float, hi: float) -> dict[str, float]:
         return {"estimate": estimate, "ci_lo": lo, "ci_hi": hi}

@@ -19,8 +19,8 @@ from synthdeid.artifacts import read_parquet_with_provenance
 from synthdeid.cli import main
 from synthdeid.errors import InputError
 from synthdeid.evaluation.anchors import NAME, read_anchor, resolve_names
-from synthdeid.evaluation.metrics import count_table, headline_metrics, table_headline
 from synthdeid.notes import NOTES_SCHEMA, Note, Span, read_notes, write_notes
+from synthdeid.scoring.metrics import count_table, headline_metrics, table_headline
 
 # made-up notes; patient "7" note "1" is the project's note "7-1"
 TEXT_A = "Seen by Dr Quill on 3/14 with Vera Moss."

@@ -18,8 +18,8 @@ from synthdeid.evaluation.arms import (
     summarize_arm,
 )
 from synthdeid.evaluation.bootstrap import paired_bootstrap_test
-from synthdeid.evaluation.metrics import count_table, table_headline
 from synthdeid.notes import Note, Span
+from synthdeid.scoring.metrics import count_table, table_headline
 from synthdeid.stats import minimum_detectable_effect, resample_weights, sample_sd
 
 TEXT = "Dr Quill saw Vera Moss on 3/14 in Oakvale."
@@ -164,7 +164,12 @@ def made_up(metric: str, diff: float, significant: bool) -> ArmTest:
 
 
 def test_reading_follows_the_direction_of_each_metric() -> None:
-    assert sorted(LOWER_IS_BETTER) == ["leakage_detection_all", "leakage_overlap_all"]
+    assert sorted(LOWER_IS_BETTER) == [
+        "leakage_detection_all",
+        "leakage_detection_phi",
+        "leakage_overlap_all",
+        "leakage_overlap_phi",
+    ]
     cases = [
         ("span_overlap_f1", 0.03, True, "helps"),
         ("span_overlap_f1", -0.03, True, "hurts"),

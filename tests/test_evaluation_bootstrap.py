@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from synthdeid.evaluation.bootstrap import bootstrap_metrics, paired_bootstrap_test, resampled_sums
-from synthdeid.evaluation.metrics import (
+from synthdeid.notes import Note, Span
+from synthdeid.scoring.metrics import (
     ALL,
     HEADLINE_RATIOS,
     CountTable,
@@ -14,7 +15,6 @@ from synthdeid.evaluation.metrics import (
     count_table,
     headline_ratios,
 )
-from synthdeid.notes import Note, Span
 from synthdeid.stats import resample_weights
 
 TEXT = "Dr Quill saw Vera Moss on 3/14 in Oakvale."

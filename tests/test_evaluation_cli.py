@@ -16,10 +16,10 @@ from synthdeid.cli import main
 from synthdeid.evaluation.arms import ARM_METRICS, ArmMetric, ArmSummary, ArmTest
 from synthdeid.evaluation.compare import arms_markdown
 from synthdeid.evaluation.compare import tests_markdown as paired_tests_markdown
-from synthdeid.evaluation.metrics import count_table
 from synthdeid.evaluation.report import OUTPUTS, read_per_document
+from synthdeid.evaluation.study_table import FOREST_METRICS, detectable_text, study_markdown
 from synthdeid.notes import Note, Span, write_notes
-from synthdeid.stages.tabulate_study import FOREST_METRICS, detectable_text, study_markdown
+from synthdeid.scoring.metrics import count_table
 
 TEXT_A = "Seen by Dr Quill today."
 TEXT_B = "Patient Vera Moss came in."
@@ -365,15 +365,15 @@ def test_tabulate_study_writes_one_row_per_arm_with_sizes_epsilon_and_deltas(
     # fewer notes leak with the perfect run: never "hurts" on a lower-is-better metric
     assert dp["leakage_overlap_all_reading"] in ("helps", "cannot tell")
     assert rows["real"]["reading"] == "" and rows["real"]["span_overlap_f1_mde"] == ""
-    assert "| MDE F1 | reading (F1) |" in table
+    assert "| MDE span-overlap F1 | reading (span-overlap F1) |" in table
     mde = f"{f1_test['mde_bonferroni']:.3f}"
     cell = "helps" if significant else f"cannot tell (MDE {mde})"
     assert f"| {mde} | {cell} |" in table
     assert (
-        "Smallest detectable difference in F1 (95%, power 0.8, Bonferroni over 1 arm, "
-        f"paired over seeds and documents): {mde}; "
+        "Smallest detectable difference in span-overlap F1 (95%, power 0.8, Bonferroni over "
+        f"1 arm, paired over seeds and documents): {mde}; "
     ) in table
-    assert "MDE F1" in (out / "study.html").read_text()
+    assert "MDE span-overlap F1" in (out / "study.html").read_text()
 
 
 def test_tabulate_study_of_a_comparison_without_the_mde(
@@ -478,7 +478,8 @@ def test_comparison_tables_are_one_html_page(tables: dict[str, Path], tmp_path: 
     page = (out / "runs.html").read_text()
     for heading in ("NER runs", "Paired bootstrap tests against weak", "Arms over training seeds"):
         assert heading in page
-    assert "label-agnostic leakage" in page and "label-consistent leakage" in page
+    assert "label-agnostic document leakage" in page
+    assert "label-consistent document leakage" in page
     assert "leakage_overlap_all" in page  # the key is named beside its definition
 
 
@@ -612,7 +613,7 @@ def test_study_cells_are_written_exactly() -> None:
     }
     lines = study_markdown(rows, comparison, "Study").splitlines()
     n_metrics, n_deltas = len(ARM_METRICS), len(FOREST_METRICS)
-    assert lines[-8].endswith("| MDE F1 | reading (F1) |")
+    assert lines[-8].endswith("| MDE span-overlap F1 | reading (span-overlap F1) |")
     assert lines[-7] == "|" + "---|" * (6 + n_metrics + n_deltas + 2)
     assert lines[-6] == (
         "| real (reference) | 2 | 120 | 16.7% | n/a | 20.2 (38.0) | "
@@ -637,14 +638,14 @@ def test_study_cells_are_written_exactly() -> None:
     )
     assert lines[-2] == ""
     assert lines[-1] == (
-        "Smallest detectable difference in F1 (95%, power 0.8, Bonferroni over 3 arms, paired "
-        "over seeds and documents): 0.018 to 0.041 across arms; arms within the 0.02 "
-        "target: 1 of 3."
+        "Smallest detectable difference in span-overlap F1 (95%, power 0.8, Bonferroni over "
+        "3 arms, paired over seeds and documents): 0.018 to 0.041 across arms; arms within "
+        "the 0.02 target: 1 of 3."
     )
     assert detectable_text(rows, 0.05).endswith("; arms within the 0.05 target: 2 of 3.")
     reference_only = [row for row in rows if row["reference"]]
     assert detectable_text(reference_only).startswith("No arm is tested against the reference")
     assert detectable_text(rows[:3], 0.05, alpha=0.1) == (
-        "Smallest detectable difference in F1 (90%, power 0.8, Bonferroni over 2 arms, paired "
-        "over seeds and documents): 0.041; arms within the 0.05 target: 1 of 2."
+        "Smallest detectable difference in span-overlap F1 (90%, power 0.8, Bonferroni over "
+        "2 arms, paired over seeds and documents): 0.041; arms within the 0.05 target: 1 of 2."
     )

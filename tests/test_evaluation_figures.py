@@ -11,11 +11,11 @@ from matplotlib.colors import to_hex
 
 from synthdeid.evaluation.bootstrap import bootstrap_metrics
 from synthdeid.evaluation.compare import plot_runs
-from synthdeid.evaluation.metrics import count_table
 from synthdeid.evaluation.report import plot_per_label_recall
+from synthdeid.evaluation.study_table import plot_forest
 from synthdeid.figures import PALETTE, SERIES_COLORS, pyplot
 from synthdeid.notes import Note, Span
-from synthdeid.stages.tabulate_study import plot_forest
+from synthdeid.scoring.metrics import count_table
 from synthdeid.stats import resample_weights
 
 TEXT = "Dr Quill saw Vera Moss on 3/14."

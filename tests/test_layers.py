@@ -24,7 +24,7 @@ LAYERS: Layers = (
     # the canonical notes table, reading and splitting corpora, and what every step
     # shares: artifacts, errors, settings, argument types, logging, the device, the
     # identifier grammar, statistics and report formatting, runtime flags, shards,
-    # hashed sets of whole-corpus keys, files pinned by digest
+    # hashed sets of whole-corpus keys, files pinned by digest, the compute environment
     (
         "corpus",
         (
@@ -49,6 +49,7 @@ LAYERS: Layers = (
             "reporting",
             "figures",
             "runtime",
+            "compute_env",
             "shards",
             "pinned",
             "code_identity",
@@ -62,8 +63,9 @@ LAYERS: Layers = (
     # and sentence embeddings (near-duplicates, diagnostics) they use
     ("synthesis", ("synthesis", "dplm", "tabular", "demo", "llm", "encoders", "embeddings")),
     # span matching and precision / recall counts: notes against notes, no more; the
-    # models pick their operating point and best epoch with them
-    ("scoring", ("evaluation.matching", "evaluation.metrics")),
+    # models pick their operating point and best epoch with them; the vocabulary names
+    # every counter and metric (a model card's rows too)
+    ("scoring", ("scoring",)),
     # de-identification models and the teachers that label notes for them
     ("models", ("ner", "teacher")),
     # bootstrap intervals, comparisons, reports and figures
@@ -129,6 +131,62 @@ def package_imports(root: Path, package: str) -> Iterator[Import]:
                     yield Import(name, relative, path.relative_to(root.parent), node.lineno)
 
 
+def type_checking_lines(path: Path) -> set[int]:
+    """The lines of ``if TYPE_CHECKING:`` blocks (imports there never run)."""
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        test = node.test if isinstance(node, ast.If) else None
+        if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def runtime_cycles(root: Path, package: str) -> list[list[str]]:
+    """Groups of modules that import each other when they run (function-local imports
+    included, ``TYPE_CHECKING`` ones not), each sorted; none in a clean package."""
+    skipped = {path: type_checking_lines(path) for path in module_names(root).values()}
+    graph: dict[str, set[str]] = {}
+    for found in package_imports(root, package):
+        if found.line not in skipped[root.parent / found.path] and found.imported != found.importer:
+            graph.setdefault(found.importer, set()).add(found.imported)
+    # Tarjan's strongly connected components, iteratively
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    cycles.append(sorted(group))
+    return sorted(cycles)
+
+
 def layer_of(module: str, layers: Layers) -> int | None:
     """The index in ``layers`` of a dotted module name (None when no layer holds it)."""
     parts = module.split(".") if module else ["__init__"]
@@ -190,6 +248,27 @@ def test_imports_point_down_the_layers() -> None:
     assert not upward, "imports of a higher layer:\n" + "\n".join(upward)
 
 
+def test_no_modules_import_each_other_at_run_time() -> None:
+    # the loader composes (ner.loading opens ensembles and stackers; neither imports the other)
+    assert runtime_cycles(SRC, PACKAGE) == []
+
+
+def test_runtime_cycles_finds_function_local_cycles_but_not_type_checking_ones(
+    tmp_path: Path,
+) -> None:
+    package = write_package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "def f():\n    from toy import b\n",
+            "b.py": "import toy.a\n",
+            "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from toy.d import D\n",
+            "d.py": "from toy.c import thing\n",
+        },
+    )
+    assert runtime_cycles(package, "toy") == [["a", "b"]]
+
+
 def test_no_stage_imports_another_stage() -> None:
     found = [
         f"{f.path.as_posix()}:{f.line}: {PACKAGE}.{f.importer} imports {PACKAGE}.{f.imported}"
@@ -247,10 +326,21 @@ def test_upward_imports_finds_function_level_type_checking_and_relative_imports(
         ("embeddings", "synthesis"),
         ("ner.model", "models"),
         ("ner.report_errors", "models"),
+        ("scoring.vocabulary", "scoring"),
+        ("evaluation.study_table", "evaluation"),
         ("stages.predict_ner", "entry"),
         ("stages", "entry"),
         ("workflow.targets", "entry"),
         ("detectors", "corpus"),
+        ("compute_env", "corpus"),
+        ("surrogate.replace_table", "masking"),
+        ("dplm.audit_report", "synthesis"),
+        ("tabular.faithfulness_report", "synthesis"),
+        ("synthesis.template_generation", "synthesis"),
+        ("ner.lexicon_stacking", "models"),
+        ("ner.untrained_notes", "models"),
+        ("evaluation.teacher_comparison", "evaluation"),
+        ("evaluation.teacher_figures", "evaluation"),
     ],
 )
 def test_layer_of(module: str, layer: str) -> None:

@@ -9,10 +9,10 @@ import pytest
 
 from synthdeid.cli import main
 from synthdeid.errors import ConfigError
+from synthdeid.evaluation.study_table import degenerate_arms, degenerate_text
 from synthdeid.ner.duplicates import TrainedRun, plan_runs, read_plan, settings_digest
 from synthdeid.ner.mixtures import MixtureSpec, build_mixture
 from synthdeid.notes import Note, Span
-from synthdeid.stages.tabulate_study import degenerate_arms, degenerate_text
 from synthdeid.workflow.ner_runs import NerRuns
 
 

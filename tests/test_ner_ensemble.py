@@ -18,11 +18,11 @@ from synthdeid.ner.ensemble import (
     EnsembleTagger,
     ensemble_settings,
     is_ensemble_directory,
-    load_tagger,
 )
+from synthdeid.ner.loading import load_tagger
 from synthdeid.ner.model import DeidTagger, NerSettings
+from synthdeid.ner.untrained_notes import validation_notes
 from synthdeid.notes import Note
-from synthdeid.stages.ensemble_ner import validation_notes
 
 LABELS = ["DOCTOR", "DATE"]
 

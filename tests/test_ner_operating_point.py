@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import pytest
 
 from synthdeid.errors import ConfigError
-from synthdeid.evaluation.metrics import HEADLINE_COUNTS, HEADLINE_RATIOS, headline_metrics
-from synthdeid.ner.operating_point import DEFAULT_GRID, OperatingPointRule, choose, sweep
+from synthdeid.ner.operating_point import (
+    DEFAULT_GRID,
+    OperatingPointRule,
+    choose,
+    select_operating_point,
+    set_operating_point,
+    sweep,
+)
 from synthdeid.notes import Note, Span
+from synthdeid.scoring.metrics import HEADLINE_COUNTS, HEADLINE_RATIOS, headline_metrics
 
 
 def row(
@@ -198,3 +208,47 @@ def test_leakage_fallback_ranks_a_threshold_without_predictions_last() -> None:
     rows = [row(0.5, precision=float("nan")), row(0.9, precision=0.3), row(0.99, precision=0.1)]
     chosen = choose(rows, OperatingPointRule(mode="leakage", precision_floor=0.8))
     assert chosen["o_threshold"] == 0.9
+
+
+class ThresholdTagger:
+    """A stand-in tagger: a note's "probabilities" are, per gold span, the P(O) at which
+    it is found (a span is PHI below its threshold), in the note's "encoding"."""
+
+    def __init__(self) -> None:
+        self.settings = SimpleNamespace(o_threshold=0.5, operating_point={})
+        self.seen: list[tuple[Any, Any]] = []
+
+    def decode(self, probs: Any, encoded: Any, text: str, *, o_threshold: float) -> list[Span]:
+        self.seen.append((probs, encoded))
+        return [span for span, p in zip(encoded, probs, strict=True) if p < o_threshold]
+
+
+def test_set_operating_point_sets_the_chosen_threshold_and_its_record() -> None:
+    notes = [
+        Note("a", "p1", "Dr. Marlowe", (Span(4, 11, "DOCTOR"),), "made-up"),
+        Note("b", "p2", "on 4/12", (Span(3, 7, "DATE"),), "made-up"),
+    ]
+    encoded = [note.spans for note in notes]
+    probabilities = [[0.6], [0.8]]  # found from 0.7 and from 0.85 on
+    rule = OperatingPointRule(target_recall=0.97)
+    tagger = ThresholdTagger()
+    point = set_operating_point(tagger, notes, encoded, probabilities, rule)  # type: ignore[arg-type]
+
+    def decode_at(threshold: float) -> dict[str, list[Span]]:
+        return {
+            note.note_id: [s for s, p in zip(enc, probs, strict=True) if p < threshold]
+            for note, enc, probs in zip(notes, encoded, probabilities, strict=True)
+        }
+
+    expected = select_operating_point(notes, decode_at, rule)
+    assert point.chosen == expected.chosen
+    for row_, expected_row in zip(point.sweep, expected.sweep, strict=True):
+        assert row_ == pytest.approx(expected_row, nan_ok=True)  # no prediction: NaN precision
+    assert point.o_threshold == 0.85
+    assert tagger.settings.o_threshold == 0.85
+    assert tagger.settings.operating_point == point.record()
+    # every threshold of the grid decoded each note with its own encoding and probabilities
+    assert len(tagger.seen) == len(DEFAULT_GRID) * len(notes)
+    assert {(tuple(p), e) for p, e in tagger.seen} == {
+        (tuple(p), e) for p, e in zip(probabilities, encoded, strict=True)
+    }

@@ -15,9 +15,8 @@ from ner_helpers import note_from_pieces, tiny_encoder_dir
 from synthdeid.cli import main
 from synthdeid.encoders import default_model_path
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.evaluation.metrics import headline_metrics
-from synthdeid.ner.ensemble import load_tagger
 from synthdeid.ner.lexicons import LEXICONS, lexicon, normalize
+from synthdeid.ner.loading import load_tagger
 from synthdeid.ner.model import SpanTagger
 from synthdeid.ner.stacker import (
     STACKER_FILE,
@@ -30,8 +29,9 @@ from synthdeid.ner.stacker import (
     lexical_features,
     replace_o,
 )
+from synthdeid.ner.untrained_notes import choose_development_notes
 from synthdeid.notes import Note, Span, read_notes, write_notes
-from synthdeid.stages.stack_lexicons import choose_development_notes
+from synthdeid.scoring.metrics import headline_metrics
 
 LEXICON_SET = ["first_names", "last_names", "cities", "states"]
 

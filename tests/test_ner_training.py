@@ -14,7 +14,6 @@ import torch
 
 from ner_helpers import note_from_pieces, tiny_encoder_dir
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.evaluation.metrics import HEADLINE_RATIOS
 from synthdeid.ner.model import NER_CONFIG_FILE, DeidTagger, NerSettings
 from synthdeid.ner.model_card import (
     CARD_FILE,
@@ -32,6 +31,7 @@ from synthdeid.ner.training import (
     train,
 )
 from synthdeid.notes import Note
+from synthdeid.scoring.metrics import HEADLINE_RATIOS
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread")]
 
@@ -546,8 +546,8 @@ def test_card_metrics_table_is_written_exactly() -> None:
         "## Validation metrics at the operating point",
         "| metric | value |",
         "|---|---|",
-        "| document-level leakage (overlap), all notes | 0.1250 |",
-        "| detection recall (any overlap, label-agnostic) | 0.9877 |",
+        "| label-consistent document leakage | 0.1250 |",
+        "| detection recall | 0.9877 |",
         "| detection precision | n/a |",
         "| span-overlap F1 | 0.5000 |",
         "| span-exact F1 | n/a |",

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from synthdeid.cli import main
+from synthdeid.compute_env import check_cuda, granted_gpus
 from synthdeid.errors import StepError
-from synthdeid.stages.probe_gpu_env import check_cuda, granted_gpus
 
 
 def environment(cuda: bool, **scheduler: str) -> dict[str, object]:

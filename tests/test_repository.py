@@ -29,7 +29,7 @@ def test_ruff_lint_and_format(repo: Path) -> None:
 
 
 def test_snakefmt(repo: Path) -> None:
-    result = run(repo, str(BIN / "snakefmt"), "--check", "Snakefile", "workflow")
+    result = run(repo, str(BIN / "snakefmt"), "--check", "workflow")
     assert result.returncode == 0, result.stdout + result.stderr
 
 

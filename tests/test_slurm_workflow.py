@@ -39,7 +39,7 @@ VENV_BIN = Path(sys.executable).parent
 SNAKEMAKE = VENV_BIN / "snakemake"
 # what a workflow run needs; copied into the temporary run directory (envs/: the rules'
 # conda: files, which snakemake reads for its job metadata even without --sdm conda)
-WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "resources", "profiles", "envs")
+WORKFLOW_PARTS = ("workflow", "config", "resources", "profiles", "envs")
 # One job of every kind the profile dispatches, not the whole demo DAG (the local
 # workflow tests run that): the GPU rule, one run from ingest to evaluation (train_ner
 # asks for a GPU too), masking and surrogates (sharded below), the template regime with
@@ -221,7 +221,7 @@ def run_snakemake(workdir: Path, arguments: list[str], profile: Path) -> Workflo
         str(SNAKEMAKE),
         "--profile", str(profile),
         "--directory", str(workdir),
-        "--snakefile", str(workdir / "Snakefile"),
+        "--snakefile", str(workdir / "workflow" / "Snakefile"),
         # the plugin deletes the SLURM log of every successful job unless told otherwise
         "--slurm-keep-successful-logs",
         *arguments,

@@ -36,7 +36,10 @@ from synthdeid.workflow.stage_names import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-SMK_FILES = [REPO / "Snakefile", *sorted((REPO / "workflow" / "rules").glob("*.smk"))]
+SMK_FILES = [
+    REPO / "workflow" / "Snakefile",
+    *sorted((REPO / "workflow" / "rules").glob("*.smk")),
+]
 STAGES_DIR = REPO / "src" / "synthdeid" / "stages"
 # where a rule writes: results/<rule>/..., logs/<rule>/..., benchmarks/<rule>/...
 FOLDERS = {"output": "results", "log": "logs", "benchmark": "benchmarks"}

@@ -14,7 +14,6 @@ from synthdeid.cli import main
 from synthdeid.errors import ConfigError
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.notes import Note, Span, read_notes, write_notes
-from synthdeid.stages.replace_surrogates import SURROGATE_SCHEMA
 from synthdeid.surrogate.keying import SECRET_VARIABLE, SurrogateKey, load_key
 from synthdeid.surrogate.operators.base import Mention, SurrogateOperator, register
 from synthdeid.surrogate.replace import (
@@ -24,6 +23,7 @@ from synthdeid.surrogate.replace import (
     carry_spans,
     project_offset,
 )
+from synthdeid.surrogate.replace_table import SURROGATE_SCHEMA
 
 KEY = SurrogateKey(b"unit-test-key")
 # a secret that load_key accepts (64 hex digits, like `openssl rand -hex 32`)

@@ -14,13 +14,6 @@ from scipy.spatial.distance import jensenshannon
 
 from synthdeid import cli
 from synthdeid.notes import UNSPLIT, Note, Span, read_notes, write_notes
-from synthdeid.stages.diagnose_synthetic import (
-    DerivedSubset,
-    FileSubset,
-    load_subsets,
-    parse_derived,
-    parse_subset,
-)
 from synthdeid.synthesis.diagnostics import (
     OUTPUTS,
     diagnose,
@@ -30,6 +23,13 @@ from synthdeid.synthesis.diagnostics import (
     subset_statistics,
     unigram_jsd,
     write_diagnostics,
+)
+from synthdeid.synthesis.subsets import (
+    DerivedSubset,
+    FileSubset,
+    load_subsets,
+    parse_derived,
+    parse_subset,
 )
 
 STAGE = "diagnose-synthetic"

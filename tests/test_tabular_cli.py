@@ -136,7 +136,7 @@ def test_comparison_scores_every_synthesizer_against_the_real_holdout(work: Path
 
 
 def test_comparison_figure_names_its_series_axes_and_samples(tmp_path: Path) -> None:
-    from synthdeid.stages.evaluate_tabular import comparison_figure
+    from synthdeid.tabular.comparison_report import comparison_figure
 
     def metric(mean: float | None) -> dict:
         return {"mean": mean, "std": None if mean is None else 0.01, "n": 3}
@@ -436,7 +436,7 @@ def test_llm_reports_over_http_are_validated_filled_and_judged(work: Path, chat_
 def test_similarity_with_the_bundled_minilm_embeds_each_distinct_row_once() -> None:
     import numpy as np
 
-    from synthdeid.stages.evaluate_tabular import cached_embedder
+    from synthdeid.tabular.comparison import cached_embedder
     from synthdeid.tabular.metrics import similarity
 
     embed = cached_embedder(None, progress=False)
@@ -449,7 +449,7 @@ def test_similarity_with_the_bundled_minilm_embeds_each_distinct_row_once() -> N
 
 
 def test_comparison_table_is_written_exactly() -> None:
-    from synthdeid.stages.evaluate_tabular import comparison_markdown
+    from synthdeid.tabular.comparison_report import comparison_markdown
 
     def spread(mean: float | None, std: float | None = None, n: int = 3) -> dict:
         return {"mean": mean, "std": std, "min": mean, "max": mean, "n": n}

@@ -400,7 +400,7 @@ def test_agreement_and_cohens_kappa():
 
 
 def test_all_zero_accuracies_are_said_plainly_with_n(tmp_path: Path) -> None:
-    from synthdeid.stages.check_faithfulness import accuracy_figure, uniform_finding
+    from synthdeid.tabular.faithfulness_report import accuracy_figure, uniform_finding
 
     zeros: dict[str, float | None] = {"diagnosis": 0.0, "mean_radius": 0.0, "mean_area": None}
     finding = uniform_finding(zeros, 91, "rules")
@@ -429,7 +429,7 @@ def test_all_zero_accuracies_are_said_plainly_with_n(tmp_path: Path) -> None:
 
 
 def test_accuracy_table_is_written_exactly() -> None:
-    from synthdeid.stages.check_faithfulness import accuracy_table
+    from synthdeid.tabular.faithfulness_report import accuracy_table
 
     per_variable = {"radius": 0.75, "texture": None}
     buckets = {"Perfect": 0.5, "Partial": 0.125}

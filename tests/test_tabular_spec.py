@@ -12,7 +12,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.stages.prepare_tabular import split_labels
 from synthdeid.tabular.source import chosen_source, read_source_table
 from synthdeid.tabular.spec import (
     MISSING,
@@ -24,7 +23,7 @@ from synthdeid.tabular.spec import (
     parse_spec,
     parse_variable,
 )
-from synthdeid.tabular.tables import HOLDOUT, TRAIN, read_table, write_table
+from synthdeid.tabular.tables import HOLDOUT, TRAIN, read_table, split_labels, write_table
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_SPEC = REPO / "resources" / "tabular" / "breast_cancer.yaml"

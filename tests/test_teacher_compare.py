@@ -17,8 +17,9 @@ import pytest
 from matplotlib.colors import to_hex
 
 from synthdeid.cli import main
+from synthdeid.evaluation import teacher_figures
+from synthdeid.evaluation.teacher_comparison import distillation_fields
 from synthdeid.notes import Note, Span, write_notes
-from synthdeid.stages import compare_teacher
 
 DOCTORS = ("Quill", "Hart", "Ames", "Lowe", "Byrd", "Cole", "Dunn", "Frey")
 PATIENTS = ("Vera Moss", "Ian Reed", "Ola Park", "Tom Vale", "Ada Kim", "Bo Lind", "Eli Nash")
@@ -137,7 +138,7 @@ def test_distillation_and_noise(folders: dict[str, Path], tmp_path: Path) -> Non
     assert {p.name for p in out.iterdir()} == DISTILLATION_FILES | NOISE_FILES
     rows = {row["label"]: row for row in read_rows(out / "distillation.csv")}
     assert list(rows) == ["DOCTOR", "PATIENT", "DATE", "ALL"]  # labels with support, then ALL
-    assert list(next(iter(rows.values()))) == compare_teacher.distillation_fields()
+    assert list(next(iter(rows.values()))) == distillation_fields()
 
     def value(label: str, column: str) -> float:
         return float(rows[label][column])
@@ -224,7 +225,7 @@ def test_dumbbell_colours(
     folders: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     figures: list[Any] = []
-    monkeypatch.setattr(compare_teacher, "save_figure", lambda fig, path: figures.append(fig))
+    monkeypatch.setattr(teacher_figures, "save_figure", lambda fig, path: figures.append(fig))
     teacher, student = f"teacher={folders['teacher']}", f"student={folders['student']}"
     assert compare(tmp_path / "fig", "--teacher", teacher, "--student", student) == 0
     (fig,) = figures
@@ -241,8 +242,8 @@ def test_dumbbell_colours(
     def kinds(ax: Any) -> list[tuple[str, str]]:
         return [(to_hex(line.get_color()), line.get_linestyle()) for line in connectors(ax)]
 
-    better = (to_hex(compare_teacher.BETTER_OR_EQUAL[0]), "-")
-    worse = (to_hex(compare_teacher.WORSE[0]), "--")
+    better = (to_hex(teacher_figures.BETTER_OR_EQUAL[0]), "-")
+    worse = (to_hex(teacher_figures.WORSE[0]), "--")
     # one connector per row with both figures defined, in row order; the student never
     # predicts DATE, so its DATE precision is n/a (no connector, an n/a marker), not 0
     assert kinds(precision_ax) == [better, better, better]  # ALL: 15/15 >= 24/25

@@ -11,7 +11,7 @@ import pytest
 from synthdeid.errors import ConfigError
 from synthdeid.local_only import is_local_path
 from synthdeid.shards import Shard, shard_paths
-from synthdeid.stages.generate_templates import sent_requests_path
+from synthdeid.synthesis.template_generation import sent_requests_path
 from synthdeid.workflow.sharding import (
     shard_counts,
     shard_flag,
@@ -78,8 +78,8 @@ def test_sharded_templates_keep_the_sent_requests_local_where_the_gather_looks()
     assert all(is_local_path(path) for path in shards)
     assert [str(p) for p in shard_paths(Path(sent), 3)] == shards
     templates = Path(shard_inputs("results/generate_templates/demo/templates.parquet", 3)[1])
-    args = SimpleNamespace(out=templates, sent_requests=None, shard=Shard(2, 3))
-    assert str(sent_requests_path(args)) == shard_inputs(sent, 3)[1].replace("{corpus}", "demo")
+    default = sent_requests_path(templates, Shard(2, 3))
+    assert str(default) == shard_inputs(sent, 3)[1].replace("{corpus}", "demo")
 
 
 def test_predict_ner_in_surrogate_mode_is_not_sharded() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-WORKFLOW_PARTS = ("Snakefile", "workflow", "config", "resources", "envs", "profiles")
+WORKFLOW_PARTS = ("workflow", "config", "resources", "envs", "profiles")
 
 
 def snakemake(

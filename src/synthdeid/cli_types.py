@@ -196,6 +196,14 @@ def positive_float(value: str) -> float:
     return number
 
 
+def probability(value: str) -> float:
+    """A figure strictly between 0 and 1 (``--alpha``)."""
+    number = float(value)
+    if not 0.0 < number < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1, got {value}")
+    return number
+
+
 def non_negative_int(value: str) -> int:
     """A count where 0 means "the default" (``--threads 0``, ``--rows 0``)."""
     number = _int(value)

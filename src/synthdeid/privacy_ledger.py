@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from synthdeid.errors import ConfigError, StepError
+from synthdeid.reporting import NOT_AVAILABLE, markdown_table
 
 FORMAT = "synthdeid.privacy_ledger/1"
 
@@ -138,3 +139,48 @@ def ledger_record(releases: Sequence[Release], totals: Sequence[PopulationTotal]
             for t in totals
         ],
     }
+
+
+TITLE = "Privacy ledger"
+
+
+def ledger_markdown(record: dict[str, Any]) -> str:
+    """The ledger (:func:`ledger_record`) as Markdown: every release, then each population's
+    composed total against its budget."""
+    lines = [
+        f"# {TITLE}",
+        "",
+        "Every differentially private release of this workflow, the population it was "
+        "computed from, and what is derived from it (post-processing: no further spend). "
+        f"Totals per population: {record['composition']}.",
+        "",
+    ]
+    lines += markdown_table(
+        ["release", "mechanism", "population", "epsilon", "delta", "derived from it"],
+        [
+            [
+                r["name"],
+                r["mechanism"],
+                r["population"],
+                f"{r['epsilon']:.3f}",
+                f"{r['delta']:.2g}",
+                "; ".join(r["derived"]),
+            ]
+            for r in record["releases"]
+        ],
+    )
+    lines += ["", "## Per population", ""]
+    lines += markdown_table(
+        ["population", "releases", "epsilon (composed)", "delta (composed)", "budget"],
+        [
+            [
+                t["population"],
+                str(len(t["releases"])),
+                f"{t['epsilon']:.3f}",
+                f"{t['delta']:.2g}",
+                NOT_AVAILABLE if t["budget"] is None else f"{t['budget']:g}",
+            ]
+            for t in record["populations"]
+        ],
+    )
+    return "\n".join([*lines, ""])

@@ -49,11 +49,11 @@ from pathlib import Path
 from typing import Any
 
 from synthdeid.errors import InputError
-from synthdeid.evaluation.matching import intersection
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.notes import Note, Span, check_spans
 from synthdeid.readers.base import read_lines
 from synthdeid.readers.jsonl import json_kind
+from synthdeid.scoring.matching import intersection
 
 NAME = "NAME"
 # the gold labels a NAME span is resolved to

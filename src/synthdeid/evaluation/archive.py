@@ -25,7 +25,7 @@ import csv
 import datetime
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +33,12 @@ from synthdeid.artifacts import (
     atomic_directory,
     code_version,
     write_json_atomic,
-    write_parquet_atomic,
 )
 from synthdeid.errors import InputError, read_error_detail
-from synthdeid.evaluation.metrics import CountTable
-from synthdeid.evaluation.report import PER_DOCUMENT, per_document_table, read_per_document
+from synthdeid.evaluation.report import PER_DOCUMENT, read_per_document, write_per_document
 from synthdeid.hashset import hash64
 from synthdeid.ner.mixtures import read_mixture_summary
+from synthdeid.scoring.metrics import CountTable
 
 RUN_RECORD = "run.json"
 FORMAT = "synthdeid.archived_run/1"
@@ -158,7 +157,7 @@ def hashed_counts(table: CountTable, path: Path) -> CountTable:
     hashed = [hashed_note_id(note_id) for note_id in table.note_ids]
     if len(set(hashed)) != len(hashed):
         raise InputError(path, None, "two note ids share a 64-bit hash; cannot archive this run")
-    return CountTable(tuple(hashed), table.labels, table.values)
+    return replace(table, note_ids=tuple(hashed))
 
 
 def read_train_time(path: Path) -> TrainTime:
@@ -228,7 +227,7 @@ def write_archived_run(
         "provenance": dict(provenance),
     }
     with atomic_directory(out_dir) as staging:
-        write_parquet_atomic(per_document_table(counts), staging / PER_DOCUMENT, dict(provenance))
+        write_per_document(counts, staging / PER_DOCUMENT, dict(provenance))
         write_json_atomic(record, staging / RUN_RECORD)
     return record
 

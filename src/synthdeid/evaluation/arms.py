@@ -52,8 +52,9 @@ from typing import cast
 import numpy as np
 
 from synthdeid.evaluation.bootstrap import resampled_sums
-from synthdeid.evaluation.metrics import CountTable, headline_ratios, table_headline
 from synthdeid.reporting import NOT_AVAILABLE
+from synthdeid.scoring.metrics import CountTable, headline_ratios, table_headline
+from synthdeid.scoring.vocabulary import METRICS, select
 from synthdeid.stats import (
     ALPHA,
     CI_LEVEL,
@@ -68,7 +69,7 @@ from synthdeid.stats import (
     t_interval,
 )
 
-ARM_METRICS: tuple[str, ...] = (
+ARM_METRICS: tuple[str, ...] = select(
     "span_overlap_f1",
     "span_overlap_recall",
     "span_overlap_precision",
@@ -80,7 +81,7 @@ ARM_METRICS: tuple[str, ...] = (
     "leakage_detection_all",
 )
 # the share of notes that leak: an arm helps when it lowers them (higher is better elsewhere)
-LOWER_IS_BETTER: frozenset[str] = frozenset({"leakage_overlap_all", "leakage_detection_all"})
+LOWER_IS_BETTER: frozenset[str] = frozenset(m.key for m in METRICS if m.lower_is_better)
 HELPS, HURTS, CANNOT_TELL = "helps", "hurts", "cannot tell"
 
 
@@ -181,7 +182,7 @@ class RunScores:
     @classmethod
     def of(cls, table: CountTable, weights: np.ndarray) -> RunScores:
         sums = resampled_sums(table, weights)
-        return cls(table_headline(table), headline_ratios(sums, table.index))
+        return cls(table_headline(table), headline_ratios(sums, table.index, table.missing))
 
 
 def per_resample(runs: Sequence[RunScores], metric: str) -> np.ndarray:

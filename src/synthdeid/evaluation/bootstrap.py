@@ -11,7 +11,7 @@ percentile intervals (2.5th and 97.5th percentiles).
 
 A figure can be undefined on a resample (precision on a draw without a
 prediction, recall on one without gold; see
-:mod:`~synthdeid.evaluation.metrics`). Such resamples are skipped, not scored
+:mod:`~synthdeid.scoring.metrics`). Such resamples are skipped, not scored
 0: the interval is taken over the resamples on which the figure is defined,
 and is undefined (NaN, n/a in reports) when it is defined on none. Paired
 tests skip the resamples on which either system's figure is undefined; a
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from synthdeid.evaluation.metrics import (
+from synthdeid.scoring.metrics import (
     ALL,
     LABEL_RATIOS,
     CountTable,
@@ -132,12 +132,12 @@ def bootstrap_metrics(
     point = table_headline(table)
     headline = {
         name: Interval(point[name], *percentile_interval(samples))
-        for name, samples in headline_ratios(sums, table.index).items()
+        for name, samples in headline_ratios(sums, table.index, table.missing).items()
     }
     point_labels = table_per_label(table)
     per_label: dict[str, dict[str, Interval]] = {}
     for label in (*table.labels, ALL):
-        samples = label_ratios(sums, table.index, label)
+        samples = label_ratios(sums, table.index, label, table.missing)
         per_label[label] = {
             name: Interval(point_labels[label][name], *percentile_interval(samples[name]))
             for name in LABEL_RATIOS
@@ -215,11 +215,11 @@ def paired_bootstrap_test(
     m = len(tested)
     rows = []
     for label in (*tested, ALL):
-        obs_s = float(label_ratios(totals_s, system.index, label)[metric])
-        obs_r = float(label_ratios(totals_r, reference.index, label)[metric])
+        obs_s = float(label_ratios(totals_s, system.index, label, system.missing)[metric])
+        obs_r = float(label_ratios(totals_r, reference.index, label, reference.missing)[metric])
         diffs = (
-            label_ratios(sums_s, system.index, label)[metric]
-            - label_ratios(sums_r, reference.index, label)[metric]
+            label_ratios(sums_s, system.index, label, system.missing)[metric]
+            - label_ratios(sums_r, reference.index, label, reference.missing)[metric]
         )
         rows.append(
             PairedTest(

@@ -27,7 +27,6 @@ from synthdeid.evaluation.bootstrap import (
     PairedTestResult,
     check_same_documents,
 )
-from synthdeid.evaluation.metrics import DEFINITIONS, CountTable, order_labels
 from synthdeid.evaluation.report import METRIC_LABELS, PER_DOCUMENT, read_per_document
 from synthdeid.figures import PALETTE, error_bars, mark_undefined, pyplot, save_figure
 from synthdeid.ner.sweeps import training_seed_of
@@ -41,6 +40,9 @@ from synthdeid.reporting import (
     p_text,
     undefined_to_none,
 )
+from synthdeid.scoring import vocabulary
+from synthdeid.scoring.metrics import DEFINITIONS, CountTable, order_labels
+from synthdeid.scoring.vocabulary import select
 from synthdeid.stats import (
     Interval,
     is_undefined,
@@ -49,7 +51,7 @@ from synthdeid.stats import (
 log = logging.getLogger(__name__)
 
 RUNS_HTML = "runs.html"
-RUN_METRICS: tuple[str, ...] = (
+RUN_METRICS: tuple[str, ...] = select(
     "leakage_overlap_all",
     "leakage_overlap_phi",
     "leakage_detection_all",
@@ -103,9 +105,7 @@ def load_runs(runs: list[tuple[str, Path]], reference: str) -> dict[str, CountTa
                 f"only here {only_here}, only in the reference {only_ref}",
                 "evaluate every run on the same gold notes and --parts",
             )
-        order = {note_id: k for k, note_id in enumerate(table.note_ids)}
-        rows = [order[note_id] for note_id in ref.note_ids]
-        tables[name] = CountTable(ref.note_ids, labels, table.values[rows])
+        tables[name] = table.reordered(ref.note_ids)
         try:
             check_same_documents(tables[name], ref)
         except ValueError as exc:
@@ -332,8 +332,12 @@ def plot_runs(results: dict[str, BootstrapResult], reference: str, path: Path) -
         color=PALETTE["blue"],
         marker="o",
     )
-    f1_ax.set_xlabel("span overlap F1 (0 to 1)")
-    f1_ax.set_title("Span overlap F1, label-consistent\n(higher is better)", fontsize=10)
+    f1 = vocabulary.metric("span_overlap_f1")
+    f1_ax.set_xlabel(f"{f1.label} (0 to 1)")
+    f1_ax.set_title(
+        f"{f1.label[0].upper()}{f1.label[1:]}, label-consistent\n({f1.better} is better)",
+        fontsize=10,
+    )
     f1_ax.set_xlim(-0.03, 1.05)
     ticks = [f"{name} (reference)" if name == reference else name for name in names]
     leak_ax.set_ylim(-0.6, len(names) - 0.4)

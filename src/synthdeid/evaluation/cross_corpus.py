@@ -26,7 +26,6 @@ import numpy as np
 from synthdeid.artifacts import atomic_text
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.evaluation.bootstrap import bootstrap_metrics, check_same_documents
-from synthdeid.evaluation.metrics import CountTable, order_labels
 from synthdeid.evaluation.report import METRIC_LABELS, PER_DOCUMENT, read_per_document
 from synthdeid.figures import (
     SERIES_COLORS,
@@ -37,11 +36,13 @@ from synthdeid.figures import (
     share_limits,
 )
 from synthdeid.reporting import format_interval, markdown_table, write_csv
+from synthdeid.scoring.metrics import CountTable, order_labels
+from synthdeid.scoring.vocabulary import select
 from synthdeid.stats import Interval, resample_weights
 
 # the headline figures of the table, safety first: recall, label-agnostic and
 # label-consistent document leakage, then precision and span-overlap F1
-CROSS_METRICS: tuple[str, ...] = (
+CROSS_METRICS: tuple[str, ...] = select(
     "detection_recall",
     "leakage_detection_all",
     "leakage_overlap_all",
@@ -86,10 +87,7 @@ def _aligned(tables: dict[str, CountTable], folders: dict[str, Path], corpus: st
                 f"run {name!r} scored other documents of corpus {corpus!r} than run {names[0]!r}",
                 "score every run on the whole corpus",
             )
-        order = {note_id: k for k, note_id in enumerate(table.note_ids)}
-        tables[name] = CountTable(
-            first.note_ids, table.labels, table.values[[order[n] for n in first.note_ids]]
-        )
+        tables[name] = table.reordered(first.note_ids)
         try:
             check_same_documents(tables[name], first)
         except ValueError as exc:
@@ -173,7 +171,9 @@ def cross_markdown(cells: Sequence[CrossCell], titles: dict[str, str] | None = N
     return "\n".join(lines) + "\n"
 
 
-PLOTTED: tuple[str, ...] = ("detection_recall", "leakage_detection_all", "detection_precision")
+PLOTTED: tuple[str, ...] = select(
+    "detection_recall", "leakage_detection_all", "detection_precision"
+)
 
 
 def plot_cross(cells: Sequence[CrossCell], path: Path, titles: dict[str, str] | None = None) -> Any:

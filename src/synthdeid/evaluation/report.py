@@ -1,16 +1,19 @@
 """Writing an evaluation (metrics.json / .md / .html / .csv, per_document.parquet, a figure).
 
 ``per_document.parquet`` keeps every counter of every document (explicit
-schema, provenance in the metadata), so runs can be re-scored and compared
-later (``compare-ner``) without the predictions. Every file is written
+schema, provenance and :data:`PER_DOCUMENT_VERSION` in the metadata), so runs
+can be re-scored and compared later (``compare-ner``) without the
+predictions; a file older than a counter reads with that counter missing
+(:func:`read_per_document`). Every file is written
 atomically. Figures take their look from :mod:`synthdeid.figures`, tables
 their text and pages from :mod:`synthdeid.reporting`.
 """
 
 from __future__ import annotations
 
+import logging
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +27,17 @@ from synthdeid.artifacts import (
     write_json_atomic,
     write_parquet_atomic,
 )
+from synthdeid.errors import InputError
 from synthdeid.evaluation.bootstrap import BootstrapResult
-from synthdeid.evaluation.metrics import (
+from synthdeid.figures import PALETTE, error_bars, mark_undefined, pyplot, save_figure
+from synthdeid.reporting import (
+    NOT_AVAILABLE,
+    format_interval,
+    markdown_table,
+    write_csv,
+    write_html,
+)
+from synthdeid.scoring.metrics import (
     ALL,
     DEFINITIONS,
     HEADLINE_COUNTS,
@@ -35,20 +47,26 @@ from synthdeid.evaluation.metrics import (
     split_column,
     table_columns,
 )
-from synthdeid.figures import PALETTE, error_bars, mark_undefined, pyplot, save_figure
-from synthdeid.reporting import (
-    NOT_AVAILABLE,
-    format_interval,
-    markdown_table,
-    write_csv,
-    write_html,
+from synthdeid.scoring.vocabulary import (
+    BY_NAME,
+    CORE_COUNTERS,
+    DOCUMENT_COUNTERS,
+    LABEL_COUNTERS,
+    select,
 )
+
+log = logging.getLogger(__name__)
 
 METRICS_JSON = "metrics.json"
 METRICS_MD = "metrics.md"
 METRICS_HTML = "metrics.html"
 METRICS_CSV = "metrics.csv"
 PER_DOCUMENT = "per_document.parquet"
+# the counters a per-document table holds: version 1 is LABEL_COUNTERS and
+# DOCUMENT_COUNTERS as first written (files from before the version was recorded);
+# raise it when a counter is added (older files then read with that counter missing)
+PER_DOCUMENT_VERSION = 1
+PER_DOCUMENT_VERSION_KEY = b"synthdeid.per_document_version"
 RECALL_FIGURE = "per_label_recall.png"
 OUTPUTS: tuple[str, ...] = (
     METRICS_JSON,
@@ -60,32 +78,12 @@ OUTPUTS: tuple[str, ...] = (
 )
 
 
-# human names of the evaluation figures, for axes and legends (never raw keys)
-METRIC_LABELS: dict[str, str] = {
-    "leakage_overlap_all": "label-consistent leakage",
-    "leakage_overlap_phi": "label-consistent leakage, notes with PHI",
-    "leakage_detection_all": "label-agnostic leakage",
-    "leakage_detection_phi": "label-agnostic leakage, notes with PHI",
-    "detection_recall": "detection recall",
-    "detection_precision": "detection precision",
-    "detection_f1": "detection F1",
-    "span_overlap_recall": "span overlap recall",
-    "span_overlap_precision": "span overlap precision",
-    "span_overlap_f1": "span overlap F1",
-    "span_exact_recall": "span exact recall",
-    "span_exact_precision": "span exact precision",
-    "span_exact_f1": "span exact F1",
-    "coverage80_recall": "80% coverage recall",
-    "token_recall": "token recall",
-    "token_precision": "token precision",
-    "token_f1": "token F1",
-}
-METRIC_LABELS.update(
-    {key.removeprefix("span_"): name for key, name in METRIC_LABELS.items() if "span_" in key}
-)
+# human names of the evaluation figures, for axes and legends (never raw keys): by key
+# and by per-label name
+METRIC_LABELS: dict[str, str] = {name: m.label for name, m in BY_NAME.items()}
 
 # per-label columns of the Markdown table (safety first)
-MD_LABEL_RATIOS: tuple[str, ...] = (
+MD_LABEL_RATIOS: tuple[str, ...] = select(
     "detection_recall",
     "overlap_recall",
     "exact_recall",
@@ -95,29 +93,72 @@ MD_LABEL_RATIOS: tuple[str, ...] = (
 )
 
 
-def per_document_schema(labels: Sequence[str]) -> pa.Schema:
+def per_document_schema(labels: Sequence[str], missing: Collection[str] = ()) -> pa.Schema:
+    """note_id, then every counter column of ``labels`` but those of ``missing`` counters."""
     fields = [pa.field("note_id", pa.string(), nullable=False)]
-    fields += [pa.field(name, pa.int32(), nullable=False) for name in table_columns(labels)]
+    fields += [
+        pa.field(name, pa.int32(), nullable=False)
+        for name in table_columns(labels)
+        if split_column(name)[1] not in missing
+    ]
     return pa.schema(fields)
 
 
 def per_document_table(table: CountTable) -> pa.Table:
-    schema = per_document_schema(table.labels)
+    """The counts as a table; a counter the source lacked (:attr:`CountTable.missing`) is
+    left out, not written as zeros."""
+    schema = per_document_schema(table.labels, table.missing)
     arrays = [pa.array(table.note_ids, pa.string())]
-    arrays += [pa.array(table.values[:, k], pa.int32()) for k in range(table.values.shape[1])]
+    arrays += [
+        pa.array(table.column(name), pa.int32()) for name in schema.names if name != "note_id"
+    ]
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def write_per_document(
+    table: CountTable, path: Path, provenance: Mapping[str, Any] | None = None
+) -> None:
+    """``per_document.parquet``: the counts, their provenance and :data:`PER_DOCUMENT_VERSION`."""
+    write_parquet_atomic(
+        per_document_table(table),
+        path,
+        provenance,
+        metadata={PER_DOCUMENT_VERSION_KEY: str(PER_DOCUMENT_VERSION).encode()},
+    )
+
+
+def per_document_version(metadata: Mapping[bytes, bytes] | None, path: str | Path) -> int:
+    """The schema version a per-document table records (1 where it records none)."""
+    raw = (metadata or {}).get(PER_DOCUMENT_VERSION_KEY)
+    if raw is None:
+        return 1
+    try:
+        return int(raw)
+    except ValueError:
+        raise InputError(path, None, f"unreadable per-document schema version {raw!r}") from None
+
+
 def read_per_document(path: str | Path) -> CountTable:
-    """Read a ``per_document.parquet`` written by ``evaluate-ner`` back into counts."""
+    """Read a ``per_document.parquet`` written by ``evaluate-ner`` back into counts.
+
+    A counter the file does not hold (it was written before the counter
+    existed) is *missing*: the table carries it in :attr:`CountTable.missing`
+    and every metric computed from it is undefined. A counter this version
+    does not know (a newer file's) is ignored. A counter present for some
+    labels and not others, or a file without :data:`CORE_COUNTERS`, is refused.
+    """
     arrow, _ = read_parquet_with_provenance(path)
     require_columns(path, arrow.column_names, ["note_id"], "a per-document table")
+    version = per_document_version(arrow.schema.metadata, path)
+    present = [split_column(name) for name in arrow.column_names if name != "note_id"]
     labels = tuple(
         dict.fromkeys(
-            label for label, _ in map(split_column, arrow.column_names) if label and label != ALL
+            label for label, counter in present if label != ALL and counter in LABEL_COUNTERS
         )
     )
-    expected = table_columns(labels)
+    held = {counter for label, counter in present if label in (*labels, ALL)}
+    missing = frozenset(LABEL_COUNTERS + DOCUMENT_COUNTERS) - held - CORE_COUNTERS
+    expected = per_document_schema(labels, missing).names
     require_columns(
         path,
         arrow.column_names,
@@ -125,11 +166,21 @@ def read_per_document(path: str | Path) -> CountTable:
         "a per-document table from evaluate-ner",
         "re-run evaluate-ner with this version",
     )
-    values = np.column_stack(
-        [arrow.column(name).to_numpy().astype(np.int64) for name in expected]
-    ).reshape(arrow.num_rows, len(expected))
+    if missing:
+        log.warning(
+            "%s (per-document schema %d) holds no %s: the figures computed from %s are n/a",
+            path,
+            version,
+            ", ".join(sorted(missing)),
+            "it" if len(missing) == 1 else "them",
+        )
+    columns, held_columns = table_columns(labels), set(expected)
+    values = np.zeros((arrow.num_rows, len(columns)), dtype=np.int64)
+    for k, name in enumerate(columns):
+        if name in held_columns:
+            values[:, k] = arrow.column(name).to_numpy().astype(np.int64)
     note_ids = tuple(arrow.column("note_id").to_pylist())
-    return CountTable(note_ids, labels, values)
+    return CountTable(note_ids, labels, values, missing)
 
 
 def reported_labels(result: BootstrapResult) -> list[str]:
@@ -229,7 +280,7 @@ def metrics_rows(result: BootstrapResult) -> list[dict[str, Any]]:
 
 
 def plot_per_label_recall(result: BootstrapResult, path: Path, title: str) -> Any:
-    """Span overlap recall per label with its interval; n/a where a label has no gold.
+    """Span-overlap recall per label with its interval; n/a where a label has no gold.
 
     Returns the (closed) figure, so tests can read its axes.
     """
@@ -252,7 +303,7 @@ def plot_per_label_recall(result: BootstrapResult, path: Path, title: str) -> An
     ax.set_xlim(-0.5, len(labels) - 0.5)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("PHI label (n = gold spans)")
-    ax.set_ylabel("span overlap recall (share of gold spans)")
+    ax.set_ylabel(f"{METRIC_LABELS['overlap_recall']} (share of gold spans)")
     ax.set_title(f"{title}\n{int(result.counts['n_notes'])} notes", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -284,7 +335,7 @@ def write_not_scored_report(
     """
     paths = {name: out_dir / name for name in OUTPUTS}
     empty = CountTable((), (), np.zeros((0, len(table_columns(()))), dtype=np.int64))
-    write_parquet_atomic(per_document_table(empty), paths[PER_DOCUMENT], provenance)
+    write_per_document(empty, paths[PER_DOCUMENT], provenance)
     write_json_atomic(
         {
             "run": run,
@@ -308,7 +359,10 @@ def write_not_scored_report(
         paths[METRICS_CSV],
     )
     plot_not_scored(
-        paths[RECALL_FIGURE], f"{run}: span overlap recall per label", reason, "span overlap recall"
+        paths[RECALL_FIGURE],
+        f"{run}: {METRIC_LABELS['overlap_recall']} per label",
+        reason,
+        METRIC_LABELS["overlap_recall"],
     )
     return paths
 
@@ -322,7 +376,7 @@ def write_report(
 ) -> dict[str, Path]:
     """Write every output of ``evaluate-ner`` into ``out_dir``; return their paths."""
     paths = {name: out_dir / name for name in OUTPUTS}
-    write_parquet_atomic(per_document_table(table), paths[PER_DOCUMENT], provenance)
+    write_per_document(table, paths[PER_DOCUMENT], provenance)
     write_json_atomic(metrics_document(run, result, provenance), paths[METRICS_JSON])
     markdown = metrics_markdown(run, result)
     with atomic_text(paths[METRICS_MD]) as handle:
@@ -334,6 +388,6 @@ def write_report(
         paths[METRICS_CSV],
     )
     plot_per_label_recall(
-        result, paths[RECALL_FIGURE], f"{run}: span overlap recall per label (95% CI)"
+        result, paths[RECALL_FIGURE], f"{run}: {METRIC_LABELS['overlap_recall']} per label (95% CI)"
     )
     return paths

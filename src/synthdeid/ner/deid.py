@@ -79,7 +79,7 @@ def deid_provenance(
     A folder input is recorded by one digest of its ``.txt`` files (names and
     contents); the model by the digest of every file the tagger loads.
     """
-    from synthdeid.ner.ensemble import model_digest
+    from synthdeid.ner.loading import model_digest
 
     params = {
         **tagging.params(),

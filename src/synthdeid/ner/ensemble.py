@@ -8,14 +8,12 @@ calibrated differently from any member's.
 
 An ensemble directory holds ``synthdeid_ensemble.json`` (its members, as
 paths relative to the directory, and its decoding settings) and a model card;
-the members' weights stay in their own directories. :func:`load_tagger`
-opens either kind of directory, and a lexicon stacker's
-(:mod:`synthdeid.ner.stacker`).
+the members' weights stay in their own directories.
+:func:`synthdeid.ner.loading.load_tagger` opens any kind of model directory.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -26,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from synthdeid.artifacts import files_digest, reading_record
+from synthdeid.artifacts import reading_record
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.model import NER_CONFIG_FILE, DeidTagger, NerSettings, SpanTagger
 from synthdeid.ner.tagging import EncodedNote
@@ -209,63 +207,3 @@ def ensemble_members(directory: Path, data: Mapping[str, Any]) -> list[tuple[str
 
 def is_ensemble_directory(directory: str | Path) -> bool:
     return (Path(directory) / ENSEMBLE_FILE).is_file()
-
-
-def linked_models(directory: str | Path) -> list[Path]:
-    """The model directories ``directory`` loads besides itself: an ensemble's
-    members, a stacker's base (they may lie outside it); none for a trained model."""
-    from synthdeid.ner.stacker import STACKER_FILE, is_stacked_directory, stacked_base
-
-    directory = Path(directory)
-    if is_stacked_directory(directory):
-        path = directory / STACKER_FILE
-        with reading_record(path, "stacker file"):
-            return [stacked_base(directory, json.loads(path.read_text()))]
-    if is_ensemble_directory(directory):
-        path = directory / ENSEMBLE_FILE
-        with reading_record(path, "ensemble file"):
-            return [
-                member for _, member in ensemble_members(directory, json.loads(path.read_text()))
-            ]
-    return []
-
-
-def model_digest(directory: str | Path) -> str:
-    """One digest of everything :func:`load_tagger` loads from ``directory``.
-
-    Each model directory's files, names (relative to it) and contents
-    (:func:`~synthdeid.artifacts.files_digest`: weights, tokenizer, settings,
-    card), ``directory``'s first and then those of the directories it links
-    (:func:`linked_models`, at any depth, each once). Two taggers that could
-    tag differently have different digests; a model copied elsewhere keeps its
-    digest. Reads every file once.
-    """
-    digests = []
-    pending: list[Path] = [Path(directory)]
-    seen: set[Path] = set()
-    while pending:
-        folder = pending.pop(0)
-        if folder.resolve() in seen:
-            continue
-        seen.add(folder.resolve())
-        files = sorted(p for p in folder.rglob("*") if p.is_file())
-        digests.append(files_digest(files, folder))
-        pending += linked_models(folder)
-    if len(digests) == 1:
-        return digests[0]
-    joined = "\n".join(digests).encode()
-    return f"sha256:{hashlib.sha256(joined).hexdigest()}"
-
-
-def load_tagger(
-    directory: str | Path, *, device: str = "auto", precision: str = "fp32"
-) -> SpanTagger:
-    """A trained model, ensemble or lexicon-stacker directory, ready to tag notes."""
-    # imported here: the stacker module builds on this one
-    from synthdeid.ner.stacker import StackedTagger, is_stacked_directory
-
-    if is_stacked_directory(directory):
-        return StackedTagger.load(directory, device=device, precision=precision)
-    if is_ensemble_directory(directory):
-        return EnsembleTagger.load(directory, device=device, precision=precision)
-    return DeidTagger.load(directory, device=device, precision=precision)

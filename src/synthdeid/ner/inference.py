@@ -193,7 +193,7 @@ class Tagging:
         A folder that is no model, or whose files do not load, is refused with
         an :class:`~synthdeid.errors.InputError` naming it.
         """
-        from synthdeid.ner.ensemble import load_tagger
+        from synthdeid.ner.loading import load_tagger
 
         record = resolved_precision(precision, device)
         log.info(

@@ -279,6 +279,11 @@ def check_names(names: Sequence[str]) -> list[str]:
     return list(names)
 
 
+def lexicon_names(value: str) -> list[str]:
+    """``first_names,last_names`` -> the registered lexicons, checked."""
+    return check_names([name.strip() for name in value.split(",") if name.strip()])
+
+
 @functools.cache
 def lexicon(name: str) -> frozenset[str]:
     """The normalized entries of a registered lexicon (loaded once per process)."""

@@ -24,16 +24,17 @@ from synthdeid.ner.model import NerSettings
 from synthdeid.ner.training import TrainingConfig, TrainingResult
 from synthdeid.reporting import markdown_table, number_or_na
 from synthdeid.runtime import ResolvedPrecision, resolve_precision
+from synthdeid.scoring.vocabulary import label, select
 
 HISTORY_FILE = "training_history.json"
 CARD_FILE = "README.md"
 
-CARD_METRICS = (
-    ("leakage_overlap_all", "document-level leakage (overlap), all notes"),
-    ("detection_recall", "detection recall (any overlap, label-agnostic)"),
-    ("detection_precision", "detection precision"),
-    ("span_overlap_f1", "span-overlap F1"),
-    ("span_exact_f1", "span-exact F1"),
+CARD_METRICS: tuple[str, ...] = select(
+    "leakage_overlap_all",
+    "detection_recall",
+    "detection_precision",
+    "span_overlap_f1",
+    "span_exact_f1",
 )
 
 
@@ -41,7 +42,7 @@ def card_metrics_table(values: Mapping[str, float]) -> list[str]:
     """The :data:`CARD_METRICS` of ``values`` as a two-column table (n/a where undefined)."""
     return markdown_table(
         ["metric", "value"],
-        [[label, number_or_na(values[key], ".4f")] for key, label in CARD_METRICS],
+        [[label(key), number_or_na(values[key], ".4f")] for key in CARD_METRICS],
     )
 
 

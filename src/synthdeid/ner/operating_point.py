@@ -23,11 +23,16 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from synthdeid.errors import ConfigError
-from synthdeid.evaluation.metrics import headline_metrics
 from synthdeid.notes import Note, Span
+from synthdeid.scoring.metrics import headline_metrics
+
+if TYPE_CHECKING:  # the model loads torch
+    import numpy as np
+
+    from synthdeid.ner.model import SpanTagger
 
 log = logging.getLogger(__name__)
 
@@ -152,4 +157,31 @@ def select_operating_point(
         point.chosen["detection_precision"],
         point.chosen["leakage_overlap_all"],
     )
+    return point
+
+
+def set_operating_point(
+    tagger: SpanTagger,
+    notes: Sequence[Note],
+    encoded: Sequence[Any],
+    probabilities: Sequence[np.ndarray],
+    rule: OperatingPointRule,
+) -> OperatingPoint:
+    """Choose the tagger's ``O`` threshold on ``notes`` by the rule and set it on its settings.
+
+    ``encoded`` and ``probabilities`` are the notes' encodings and per-token
+    probabilities (for a stacked tagger, the out-of-fold ones); every threshold
+    of the grid decodes them with ``tagger.decode``. The settings keep the
+    chosen threshold and :meth:`OperatingPoint.record`.
+    """
+
+    def decode_at(threshold: float) -> dict[str, list[Span]]:
+        return {
+            note.note_id: tagger.decode(probs, enc, note.text, o_threshold=threshold)
+            for note, enc, probs in zip(notes, encoded, probabilities, strict=True)
+        }
+
+    point = select_operating_point(notes, decode_at, rule)
+    tagger.settings.o_threshold = point.o_threshold
+    tagger.settings.operating_point = point.record()
     return point

@@ -19,10 +19,10 @@ import numpy as np
 import pyarrow as pa
 
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.evaluation.matching import intersection
 from synthdeid.local_only import LOCAL_ONLY_METADATA
 from synthdeid.ner.mixtures import HOLDOUT_SPLIT
 from synthdeid.notes import Note, Span
+from synthdeid.scoring.matching import intersection
 from synthdeid.split import PARTS
 from synthdeid.stats import quartiles
 

@@ -18,7 +18,7 @@ features of a token (:func:`feature_names`)
     none, and its word features are 0.
 fit (:func:`fit_stacker`)
     on development notes' tokens (never the holdout; see
-    :mod:`synthdeid.stages.stack_lexicons`), target "the token overlaps a gold
+    :mod:`synthdeid.ner.lexicon_stacking`), target "the token overlaps a gold
     span", features standardized, L2 penalty, balanced class weights
     (PHI tokens are a few percent). ``C`` is chosen on a grid by grouped
     cross-validation (folds never split a patient's notes), by the log loss
@@ -39,7 +39,7 @@ use
 A stacked directory holds ``synthdeid_stacker.json`` (the base directory as a
 path relative to it, the lexicons with their sources, licences and digests,
 the coefficients, the decoding settings; no pickles) and a model card;
-:func:`synthdeid.ner.ensemble.load_tagger` opens it like any other tagger.
+:func:`synthdeid.ner.loading.load_tagger` opens it like any other tagger.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -59,7 +59,7 @@ from synthdeid.artifacts import reading_record
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.casing import TITLE, UPPER, word_case
 from synthdeid.ner.lexicons import LEXICONS, check_names, text_words, token_words
-from synthdeid.ner.model import NER_CONFIG_FILE, NerSettings, SpanTagger
+from synthdeid.ner.model import NerSettings, SpanTagger
 from synthdeid.ner.tagging import spans_to_tags
 from synthdeid.notes import Note, Span
 
@@ -360,12 +360,10 @@ class StackedTagger(SpanTagger):
         ]
 
     @classmethod
-    def load(
-        cls, directory: str | Path, *, device: str = "auto", precision: str = "fp32"
-    ) -> StackedTagger:
-        """A stacked directory; its base loaded on ``device`` in ``precision``."""
-        from synthdeid.ner.ensemble import is_ensemble_directory, load_tagger
-
+    def load(cls, directory: str | Path, load_base: Callable[[Path], SpanTagger]) -> StackedTagger:
+        """A stacked directory; ``load_base`` opens its base, a model directory of any kind
+        (:func:`synthdeid.ner.loading.load_tagger` passes itself, with the device and
+        precision asked for)."""
         directory = Path(directory)
         path = directory / STACKER_FILE
         with reading_record(path, "stacker file"):
@@ -384,14 +382,7 @@ class StackedTagger(SpanTagger):
                 path, None, f"features {features} are not this version's {stacker.feature_names}"
             )
         check_lexicons(path, data["lexicons"])
-        if not (
-            (base_dir / NER_CONFIG_FILE).is_file()
-            or is_ensemble_directory(base_dir)
-            or is_stacked_directory(base_dir)
-        ):
-            raise InputError(path, "base", f"model directory {base_dir} is missing or incomplete")
-        base = load_tagger(base_dir, device=device, precision=precision)
-        return cls(base, stacker, settings)
+        return cls(load_base(base_dir), stacker, settings)
 
     def save(
         self,

@@ -30,7 +30,6 @@ from tqdm.auto import tqdm
 
 from synthdeid.encoders import bundled_encoder, describe_model_name, resolve_model_name
 from synthdeid.errors import ConfigError, InputError
-from synthdeid.evaluation.metrics import headline_metrics
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.ner.batching import collate, padding_share, shuffled_bucket_batches
 from synthdeid.ner.casing import enable_case_types
@@ -44,9 +43,9 @@ from synthdeid.ner.distillation import (
     window_targets,
 )
 from synthdeid.ner.model import DeidTagger, NerSettings
-from synthdeid.ner.operating_point import OperatingPointRule, select_operating_point
+from synthdeid.ner.operating_point import OperatingPointRule, set_operating_point
 from synthdeid.ner.tagging import IGNORE_INDEX, Window, make_windows, tag_names
-from synthdeid.notes import Note, Span
+from synthdeid.notes import Note
 from synthdeid.runtime import (
     check_seed,
     pick_device,
@@ -54,6 +53,7 @@ from synthdeid.runtime import (
     set_threads,
     warn_if_bf16_emulated,
 )
+from synthdeid.scoring.metrics import headline_metrics
 
 log = logging.getLogger(__name__)
 
@@ -424,15 +424,9 @@ def train(
         validation_encoded, batch_size=config.eval_batch_size
     )
 
-    def decode_at(threshold: float) -> dict[str, list[Span]]:
-        return {
-            note.note_id: tagger.decode(probs, enc, note.text, o_threshold=threshold)
-            for note, enc, probs in zip(validation, validation_encoded, probabilities, strict=True)
-        }
-
-    point = select_operating_point(validation, decode_at, config.operating_point)
-    settings.o_threshold = point.o_threshold
-    settings.operating_point = point.record()
+    point = set_operating_point(
+        tagger, validation, validation_encoded, probabilities, config.operating_point
+    )
     return TrainingResult(
         tagger=tagger,
         history=history,

@@ -37,22 +37,20 @@ from typing import Any
 from synthdeid.artifacts import (
     atomic_text,
     make_provenance,
-    read_parquet_with_provenance,
-    require_columns,
     write_json_atomic,
 )
 from synthdeid.cli_types import input_dir, input_file, output_dir
+from synthdeid.dplm.audit_report import (
+    DISTINCT_N,
+    audit_rows,
+    heldout_masked,
+    quality_for,
+    quality_markdown,
+    read_samples,
+)
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import read_notes
-from synthdeid.reporting import (
-    NOT_AVAILABLE,
-    bounds_text,
-    interval_text,
-    markdown_table,
-    number_or_na,
-)
 from synthdeid.runtime import add_runtime_arguments, pick_device, set_threads
-from synthdeid.stats import wilson_interval
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +64,9 @@ SETTING_KEYS = {
 }
 # reference canaries are drawn with the audit seed plus this, never the planting seed
 REFERENCE_SEED_OFFSET = 1_000_003
-DISTINCT_N = (1, 2, 3)
 
 
-def parse_run(value: str) -> tuple[str, Path, Path]:
+def _parse_run(value: str) -> tuple[str, Path, Path]:
     """``NAME=SAMPLES:MODEL`` -> (name, samples path, model directory)."""
     name, sep, rest = value.partition("=")
     samples, sep2, model = rest.partition(":")
@@ -82,7 +79,7 @@ def parse_run(value: str) -> tuple[str, Path, Path]:
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--run", action="append", required=True, type=parse_run, help="NAME=SAMPLES:MODEL_DIR"
+        "--run", action="append", required=True, type=_parse_run, help="NAME=SAMPLES:MODEL_DIR"
     )
     parser.add_argument(
         "--masked", required=True, type=input_file, help="masked.parquet (training)"
@@ -99,196 +96,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser)
 
 
-def read_samples(path: Path) -> tuple[list[str], dict[str, Any] | None]:
-    """The samples' texts, and how many ended (EOS) and passed the template validator
-    with Wilson intervals (None for a table without the ``finished``/``status`` columns)."""
-    from synthdeid.synthesis.validator import ACCEPTED
-
-    table, _ = read_parquet_with_provenance(path)
-    require_columns(path, table.column_names, ["text"], "a samples table")
-    texts = table.column("text").to_pylist()
-    if not texts:
-        raise InputError(path, None, "no samples to audit")
-    if not {"finished", "status"} <= set(table.column_names):
-        return texts, None
-    ended = sum(table.column("finished").to_pylist())
-    accepted = sum(s == ACCEPTED for s in table.column("status").to_pylist())
-    outcomes = {
-        "samples": len(texts),
-        "ended": ended,
-        "ended_share": wilson_interval(ended, len(texts)).as_dict(),
-        "accepted": accepted,
-        "accepted_share": wilson_interval(accepted, len(texts)).as_dict(),
-    }
-    return texts, outcomes
-
-
-def heldout_masked(notes_path: Path, parts: list[str]) -> list[str]:
-    """The held-out real notes, masked as the seeds were (placeholders for their PHI)."""
-    from synthdeid.mask import mask_note
-
-    notes = [n for n in read_notes(notes_path) if n.split in set(parts)]
-    if not notes:
-        raise InputError(notes_path, None, f"no notes in parts {parts} to score perplexity on")
-    return [mask_note(n).note.text for n in notes]
-
-
-def quality_for(
-    name: str,
-    samples: list[str],
-    model_dir: Path,
-    heldout: list[str],
-    *,
-    device: Any,
-    canaries: tuple[list[str], list[str]] | None = None,
-    resamples: int = 2000,
-    seed: int = 42,
-) -> dict[str, Any]:
-    """Privacy record, held-out perplexity, distinct-n and lengths of one model; with
-    ``canaries`` (planted texts, reference texts) also the canaries' exposure."""
-    from synthdeid.dplm.corpus import ControlCoder
-    from synthdeid.dplm.model import load_lm
-    from synthdeid.dplm.sampling import perplexity
-    from synthdeid.dplm.text_quality import distinct_n, length_comparison
-    from synthdeid.dplm.training import PRIVACY_FILE, read_lm_settings
-
-    lm = read_lm_settings(model_dir)
-    coder = ControlCoder.from_json(lm["control_codes"])
-    model, tokenizer = load_lm(model_dir, device)
-    ppl = perplexity(
-        model,
-        tokenizer,
-        [(coder.code(t), t) for t in heldout],
-        max_length=int(lm["max_length"]),
-        device=device,
-    )
-    log.info("%s: held-out perplexity %.2f over %d tokens", name, ppl.perplexity, ppl.tokens)
-    exposure = None
-    if canaries is not None:
-        from synthdeid.dplm.canaries import canary_exposure
-
-        planted, references = (
-            perplexity(
-                model,
-                tokenizer,
-                [(coder.code(t), t) for t in texts],
-                max_length=int(lm["max_length"]),
-                device=device,
-            ).per_note
-            for texts in canaries
-        )
-        report = canary_exposure(planted, references, resamples=resamples, seed=seed)
-        exposure = report.to_json()
-        log.info(
-            "%s: canary exposure %.2f bits on average (chance %.2f, ceiling %.2f)",
-            name,
-            report.mean.estimate,
-            report.chance,
-            report.ceiling,
-        )
-    return {
-        "exposure": exposure,
-        "privacy": json.loads((model_dir / PRIVACY_FILE).read_text()),
-        "perplexity": ppl.to_json(),
-        "distinct": {f"distinct_{n}": distinct_n(samples, n) for n in DISTINCT_N},
-        "lengths": length_comparison(samples, heldout),
-    }
-
-
-def quality_markdown(quality: dict[str, dict[str, Any]], real_distinct: dict[str, float]) -> str:
-    def share(outcomes: dict[str, Any] | None, key: str) -> str:
-        if outcomes is None:
-            return NOT_AVAILABLE
-        interval = outcomes[f"{key}_share"]
-        bounds = bounds_text(interval["ci_lo"], interval["ci_hi"], ".2f")
-        return f"{outcomes[key]} / {outcomes['samples']} [{bounds}]"
-
-    def distinct(values: dict[str, float]) -> list[str]:
-        return [f"{values[f'distinct_{n}']:.3f}" for n in DISTINCT_N]
-
-    def words(lengths: dict[str, Any]) -> str:
-        return interval_text(lengths["median"], lengths["q1"], lengths["q3"], ".0f")
-
-    rows = []
-    for name, q in quality.items():
-        p, o = q["privacy"], q.get("outcomes")
-        rows.append(
-            [
-                name,
-                "yes" if p["dp"] else "no",
-                number_or_na(p["epsilon"], ".2f"),
-                number_or_na(p["delta"], ".2e"),
-                number_or_na(p["noise_multiplier"], ".3f"),
-                str(p["steps"]),
-                f"{q['perplexity']['perplexity']:.1f}",
-                share(o, "ended"),
-                share(o, "accepted"),
-                *distinct(q["distinct"]),
-                words(q["lengths"]["synthetic"]),
-                f"{q['lengths']['ks_statistic']:.3f}",
-            ]
-        )
-    real = next(iter(quality.values()))["lengths"]["real"]
-    rows.append(["real held-out", *([""] * 8), *distinct(real_distinct), words(real), ""])
-    exposures = {name: q["exposure"] for name, q in quality.items() if q.get("exposure")}
-    lines = ["## Privacy and text quality", ""]
-    lines += markdown_table(
-        [
-            "model",
-            "DP",
-            "epsilon",
-            "delta",
-            "noise multiplier",
-            "steps",
-            "held-out perplexity",
-            "ended (EOS)",
-            "passed the validator",
-            *(f"distinct-{n}" for n in DISTINCT_N),
-            "words, median [IQR]",
-            "KS vs real",
-        ],
-        rows,
-    )
-    lines += [
-        "",
-        "Perplexity: held-out real notes, masked like the seeds, each after its control code. "
-        "Ended: samples that wrote the end-of-note token before the token limit; passed: "
-        "samples the template validator accepted (95% Wilson intervals). "
-        "Distinct-n: unique / total word n-grams over all samples. KS: two-sample "
-        "Kolmogorov-Smirnov statistic of word counts, samples vs held-out real notes.",
-        "",
-    ]
-    if exposures:
-        first = next(iter(exposures.values()))
-        lines += [
-            "### Canary exposure",
-            "",
-            f"Each planted canary ranked by the model's perplexity among itself and "
-            f"{first['references']} canaries of the same generator that were never planted; "
-            "exposure = log2(R + 1) - log2(rank) (Carlini et al. 2019). A model that learnt "
-            f"nothing of the canaries scores {first['chance']:.2f} bits on average; one that "
-            f"learnt a canary by heart scores {first['ceiling']:.2f} for it.",
-            "",
-        ]
-        lines += markdown_table(
-            ["model", "mean exposure, bits [95% CI]", "max", "canaries above chance"],
-            [
-                [
-                    name,
-                    interval_text(
-                        e["mean"]["estimate"], e["mean"]["ci_lo"], e["mean"]["ci_hi"], ".2f"
-                    ),
-                    f"{e['maximum']:.2f}",
-                    f"{sum(x > e['chance'] for x in e['exposures'])} / {len(e['exposures'])}",
-                ]
-                for name, e in exposures.items()
-            ],
-        )
-        lines.append("")
-    return "\n".join(lines)
-
-
-def csv_text(rows: list[dict[str, Any]]) -> str:
+def _csv_text(rows: list[dict[str, Any]]) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
@@ -309,7 +117,6 @@ def run(args: argparse.Namespace) -> None:
     )
     from synthdeid.dplm.memorization import (
         audit_markdown,
-        compare_audits,
         memorization_audit,
         plot_canaries,
         plot_max_rouge_histograms,
@@ -419,23 +226,9 @@ def run(args: argparse.Namespace) -> None:
                 images={name: out / name for name in figures},
             )
         )
-    rows = compare_audits(audits)
-    for row in rows:
-        q = quality[row["model"]]
-        row.update(
-            epsilon=q["privacy"]["epsilon"],
-            perplexity=q["perplexity"]["perplexity"],
-            **q["distinct"],
-            canary_mean_best_rouge_l=canary_reports[row["model"]].mean_best_rouge_l.estimate,
-            canaries_reproduced=canary_reports[row["model"]].n_canaries_reproduced,
-        )
-        if outlier_reports:
-            row.update(
-                outlier_mean_best_rouge_l=outlier_reports[row["model"]].mean_best_rouge_l.estimate,
-                outliers_regenerated=outlier_reports[row["model"]].n_canaries_reproduced,
-            )
+    rows = audit_rows(audits, quality, canary_reports, outlier_reports)
     with atomic_text(out / "audit.csv") as handle:
-        handle.write(csv_text(rows))
+        handle.write(_csv_text(rows))
     provenance = make_provenance(
         "audit-dp-lm",
         {"settings": settings, "runs": names},

@@ -35,7 +35,7 @@ from synthdeid.surrogate.release_ids import read_id_map, restore_ids
 log = logging.getLogger(__name__)
 
 
-def parse_pools(values: list[tuple[str, Path]] | None) -> dict[str, Path]:
+def _parse_pools(values: list[tuple[str, Path]] | None) -> dict[str, Path]:
     """``--pool NAME=PATH`` values -> pool name -> path; duplicate or bad names are errors."""
     pools: dict[str, Path] = {}
     for name, path in values or []:
@@ -46,7 +46,7 @@ def parse_pools(values: list[tuple[str, Path]] | None) -> dict[str, Path]:
     return pools
 
 
-def select_parts(notes: list[Note], parts: list[str] | None) -> list[Note]:
+def _select_parts(notes: list[Note], parts: list[str] | None) -> list[Note]:
     """The pool notes whose ``split`` is one of ``parts`` (all notes when ``parts`` is None)."""
     if parts is None:
         return notes
@@ -54,7 +54,7 @@ def select_parts(notes: list[Note], parts: list[str] | None) -> list[Note]:
     return [n for n in notes if n.split in wanted]
 
 
-def parse_spec(text: str) -> MixtureSpec:
+def _parse_spec(text: str) -> MixtureSpec:
     try:
         mapping: Any = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -101,9 +101,9 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    spec = parse_spec(args.spec)
-    pool_paths = parse_pools(args.pool)
-    id_maps = parse_pools(args.pool_ids)
+    spec = _parse_spec(args.spec)
+    pool_paths = _parse_pools(args.pool)
+    id_maps = _parse_pools(args.pool_ids)
     unmatched = sorted(set(id_maps) - set(pool_paths))
     if unmatched:
         raise ConfigError(f"--pool-ids names pools that no --pool gives: {unmatched}")
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> None:
         notes = read_notes(path)
         if name in id_maps:
             notes = restore_ids(notes, read_id_map(id_maps[name]), id_maps[name])
-        pools[name] = select_parts(notes, args.pool_parts)
+        pools[name] = _select_parts(notes, args.pool_parts)
         if not pools[name]:
             log.warning(
                 "pool %r: none of its %d notes is in parts %s", name, len(notes), args.pool_parts

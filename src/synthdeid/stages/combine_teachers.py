@@ -27,7 +27,7 @@ from synthdeid.teacher.silver import NoteLabels
 log = logging.getLogger(__name__)
 
 
-def check_same_notes(reference: list[Note], notes: list[Note], path: Path) -> None:
+def _check_same_notes(reference: list[Note], notes: list[Note], path: Path) -> None:
     """Every member must have labelled the same notes with the same text."""
     texts = {n.note_id: n.text for n in reference}
     ids = [n.note_id for n in notes]
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> None:
     for name, folder in args.members:
         member_notes, labels = read_teacher_outputs(folder)
         if notes:
-            check_same_notes(notes, member_notes, folder / LABELS)
+            _check_same_notes(notes, member_notes, folder / LABELS)
         else:
             notes = member_notes
         members[name] = labels

@@ -54,8 +54,8 @@ from synthdeid.evaluation.compare import (
     tests_markdown,
 )
 from synthdeid.evaluation.cross_corpus import parse_cells, write_cross_corpus
-from synthdeid.evaluation.metrics import DEFINITIONS, LABEL_RATIOS
 from synthdeid.reporting import undefined_to_none, write_csv, write_html
+from synthdeid.scoring.metrics import DEFINITIONS, LABEL_RATIOS
 from synthdeid.stats import ALPHA, N_RESAMPLES, SEED, resample_weights
 
 log = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_archived_runs(args: argparse.Namespace) -> None:
+def _add_archived_runs(args: argparse.Namespace) -> None:
     """Append the runs of ``--archive`` (and their arms) to ``--run`` / ``--arm``."""
     if args.archive is not None:
         for archived in read_archives(args.archive):
@@ -126,7 +126,7 @@ def add_archived_runs(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    add_archived_runs(args)
+    _add_archived_runs(args)
     reference = args.reference or args.runs[0][0]
     tables = load_runs(args.runs, reference)
     ref = tables[reference]

@@ -18,13 +18,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from synthdeid.cli_types import input_file, named_input_dir, output_dir, positive_int
-from synthdeid.errors import ConfigError, InputError
-from synthdeid.notes import Note, read_notes
+from synthdeid.errors import ConfigError
+from synthdeid.ner.untrained_notes import validation_notes
+from synthdeid.notes import read_notes
 from synthdeid.runtime import add_runtime_arguments, set_threads
 
 log = logging.getLogger(__name__)
@@ -55,47 +54,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser)
 
 
-def validation_notes(
-    validation: Mapping[Path, Sequence[Note]], training: Mapping[Path, Sequence[Note]]
-) -> tuple[list[Note], dict[str, int]]:
-    """The validation notes of every member, once each, that no member trained on.
-
-    A note or a patient present in any training table is dropped: a member has
-    seen that note, or notes of that patient, so it would flatter the threshold.
-    """
-    seen_notes = {note.note_id for notes in training.values() for note in notes}
-    seen_patients = {note.patient_id for notes in training.values() for note in notes}
-    kept: dict[str, Note] = {}
-    checked: dict[str, Note] = {}
-    dropped = 0
-    for path, notes in validation.items():
-        for note in notes:
-            previous = checked.get(note.note_id)
-            if previous is not None:
-                if previous.text != note.text or previous.spans != note.spans:
-                    raise InputError(
-                        path,
-                        f"note {note.note_id!r}",
-                        "differs from the note of that id in another validation table",
-                    )
-                continue
-            checked[note.note_id] = note
-            if note.note_id in seen_notes or note.patient_id in seen_patients:
-                dropped += 1
-                continue
-            kept[note.note_id] = note
-    counts = {"offered": len(checked), "trained_on": dropped, "kept": len(kept)}
-    if not kept:
-        raise InputError(
-            ", ".join(str(p) for p in validation),
-            None,
-            "no validation note is left once the members' training notes and patients are "
-            "removed; the operating point needs notes no member trained on",
-        )
-    return list(kept.values()), counts
-
-
-def ensemble_config(data: Any) -> dict[str, Any]:
+def _ensemble_config(data: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError("--config must be a JSON object (operating_point, regex_detectors)")
     unknown = set(data) - set(CONFIG_KEYS)
@@ -109,9 +68,9 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.ner.ensemble_card import save_ensemble_directory
     from synthdeid.ner.mixtures import read_mixture
     from synthdeid.ner.model import DeidTagger
-    from synthdeid.ner.operating_point import OperatingPointRule, select_operating_point
+    from synthdeid.ner.operating_point import OperatingPointRule, set_operating_point
 
-    config = ensemble_config(args.config)
+    config = _ensemble_config(args.config)
     rule = OperatingPointRule.from_mapping(config.get("operating_point") or {})
     set_threads(args.threads)
     notes, counts = validation_notes(
@@ -135,15 +94,7 @@ def run(args: argparse.Namespace) -> None:
         encoded, batch_size=args.batch_size, progress=not args.no_progress
     )
 
-    def decode_at(threshold: float) -> dict[str, list[Any]]:
-        return {
-            note.note_id: tagger.decode(probs, enc, note.text, o_threshold=threshold)
-            for note, enc, probs in zip(notes, encoded, probabilities, strict=True)
-        }
-
-    point = select_operating_point(notes, decode_at, rule)
-    settings.o_threshold = point.o_threshold
-    settings.operating_point = point.record()
+    point = set_operating_point(tagger, notes, encoded, probabilities, rule)
     save_ensemble_directory(
         tagger,
         [directory for _, directory in args.member],

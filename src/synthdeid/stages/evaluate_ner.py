@@ -7,7 +7,7 @@ row in the predictions, with the same text. Writes metrics.json, metrics.md
 (and the same tables as metrics.html, for the Snakemake report), metrics.csv,
 per_document.parquet and per_label_recall.png into ``--out-dir``. Figures with
 an empty denominator are undefined: null in JSON, empty in the CSV, n/a in
-the tables (:mod:`~synthdeid.evaluation.metrics`).
+the tables (:mod:`~synthdeid.scoring.metrics`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from synthdeid.artifacts import make_provenance
 from synthdeid.cli_types import input_file, output_dir, positive_int
 from synthdeid.errors import InputError
 from synthdeid.evaluation.bootstrap import bootstrap_metrics
-from synthdeid.evaluation.metrics import count_table
 from synthdeid.evaluation.report import write_not_scored_report, write_report
 from synthdeid.notes import Note, Span, read_notes
+from synthdeid.scoring.metrics import count_table
 from synthdeid.stats import N_RESAMPLES, SEED
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 DEFAULT_PARTS = ("holdout",)
 
 
-def parse_parts(values: Sequence[str] | None) -> tuple[str, ...]:
+def _parse_parts(values: Sequence[str] | None) -> tuple[str, ...]:
     """``["holdout", "train,seed"]`` -> ``("holdout", "train", "seed")``; default holdout."""
     if not values:
         return DEFAULT_PARTS
@@ -39,7 +39,7 @@ def parse_parts(values: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(dict.fromkeys(parts))
 
 
-def select_gold(notes: Sequence[Note], parts: Sequence[str], path: Path) -> list[Note]:
+def _select_gold(notes: Sequence[Note], parts: Sequence[str], path: Path) -> list[Note]:
     selected = [note for note in notes if note.split in parts]
     if not selected:
         present = sorted({note.split for note in notes})
@@ -52,7 +52,7 @@ def select_gold(notes: Sequence[Note], parts: Sequence[str], path: Path) -> list
     return selected
 
 
-def match_predictions(
+def _match_predictions(
     gold: Sequence[Note], predictions: Sequence[Note], path: Path
 ) -> dict[str, tuple[Span, ...]]:
     """note_id -> predicted spans for every gold note; InputError when one is missing."""
@@ -106,8 +106,8 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    parts = parse_parts(args.parts)
-    gold = select_gold(read_notes(args.gold), parts, args.gold)
+    parts = _parse_parts(args.parts)
+    gold = _select_gold(read_notes(args.gold), parts, args.gold)
     predictions = read_notes(args.predictions)
     skipped = 0
     if args.skip_unpredicted:
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> None:
                 len(gold),
             )
         gold = kept
-    predicted = match_predictions(gold, predictions, args.predictions)
+    predicted = _match_predictions(gold, predictions, args.predictions)
     table = count_table(gold, predicted)
     result = bootstrap_metrics(table, n_resamples=args.resamples, seed=args.seed)
     provenance = make_provenance(

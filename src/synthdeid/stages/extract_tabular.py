@@ -58,7 +58,12 @@ from synthdeid.tabular.extraction_llm import (
     load_extraction_prompt,
     run_llm_extraction,
 )
-from synthdeid.tabular.extraction_report import extraction_csv, extraction_figure, extraction_table
+from synthdeid.tabular.extraction_report import (
+    extraction_csv,
+    extraction_figure,
+    extraction_markdown,
+    extraction_summary,
+)
 from synthdeid.tabular.extractor import ExtractorSettings, train_extractor
 from synthdeid.tabular.spec import load_spec
 from synthdeid.tabular.tables import read_table, split_parts
@@ -183,16 +188,10 @@ def run(args: argparse.Namespace) -> None:
     everything = score_extraction(
         tests, fine_tuned, spec, resamples=test_settings.resamples, seed=test_settings.seed
     )
-    write_outputs(
-        args,
-        scores,
-        everything,
-        failures,
-        extractor.describe(),
-        len(train_all),
-        len(scored),
-        len(tests),
+    summary = extraction_summary(
+        scores, everything, failures, extractor.describe(), len(train_all), len(scored), len(tests)
     )
+    _write_outputs(args, scores, summary, len(train_all), len(scored))
     rows = [
         {
             "record_id": t.record_id,
@@ -213,46 +212,23 @@ def run(args: argparse.Namespace) -> None:
     )
 
 
-def write_outputs(
+def _write_outputs(
     args: argparse.Namespace,
     scores: dict[str, ExtractionScores],
-    everything: ExtractionScores,
-    failures: dict[str, dict[str, int]],
-    trained: dict[str, Any],
+    summary: dict[str, Any],
     n_train: int,
     n_scored: int,
-    n_tests: int,
 ) -> None:
-    """The releasable outputs: scores, table, figure (no report text, no row)."""
+    """The releasable outputs: scores (``summary``, :func:`extraction_summary`, and the
+    provenance), table, figure (no report text, no row)."""
     provenance = make_provenance(
         "extract-tabular",
         {"settings": args.settings, "rules": args.rules},
         {"pairs": args.pairs, "prepared": args.prepared, "spec": args.spec, "prompt": args.prompt},
     )
-    summary = {
-        "training_reports": n_train,
-        "test_reports": n_scored,
-        "test_reports_written": n_tests,
-        "test_reports_from": "real holdout rows, written by the seeded grammar",
-        "extractors": {name: found.as_dict() for name, found in scores.items()},
-        "fine_tuned_on_every_test_report": everything.as_dict(),
-        "llm_answers_naming_no_value": failures,
-        "fine_tuning": trained,
-        "provenance": provenance,
-    }
     out = args.out_dir
-    write_json_atomic(summary, out / "extraction.json")
-    baselines = (
-        ""
-        if len(scores) > 1
-        else " No LLM backend is configured (synth.tabular.extraction.llm.backend), so the 0-shot"
-        " and few-shot baselines are n/a."
-    )
-    markdown = (
-        f"Extractors trained on {n_train} synthetic reports (faithful pairs), scored on "
-        f"{n_scored} reports of real holdout rows written by the seeded grammar (real values, "
-        f"not real report text).{baselines}\n\n" + extraction_table(scores)
-    )
+    write_json_atomic({**summary, "provenance": provenance}, out / "extraction.json")
+    markdown = extraction_markdown(scores, n_train, n_scored)
     with atomic_text(out / "extraction.md") as handle:
         handle.write(markdown)
     write_html(markdown, TITLE, out / "extraction.html")

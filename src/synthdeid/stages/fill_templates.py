@@ -61,7 +61,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser, threads=False, device=False)
 
 
-def read_accepted_templates(path: Path) -> tuple[list[Template], dict[str, Any]]:
+def _read_accepted_templates(path: Path) -> tuple[list[Template], dict[str, Any]]:
     table, provenance = read_parquet_with_provenance(path)
     require_columns(path, table.column_names, TEMPLATES_SCHEMA.names, "a templates table")
     templates = []
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> None:
     settings = args.settings
     check_pool_settings(settings)
     allowlist = load_allowlist(args.allowlist)
-    templates, template_provenance = read_accepted_templates(args.templates)
+    templates, template_provenance = _read_accepted_templates(args.templates)
     seeds = [n for n in read_notes(args.notes) if n.split in set(args.seed_parts)]
     backend = template_provenance.get("params", {}).get("settings", {}).get("backend", {})
     source = f"synthetic:template:{backend.get('kind', 'none')}"

@@ -40,7 +40,7 @@ from synthdeid.teacher.teachers import build_teacher
 log = logging.getLogger(__name__)
 
 
-def unlabelled(notes: Sequence[Note], parts: Sequence[str], path: Path) -> list[Note]:
+def _unlabelled(notes: Sequence[Note], parts: Sequence[str], path: Path) -> list[Note]:
     """The notes of ``parts`` (all notes when empty) with their spans removed."""
     selected = [n for n in notes if not parts or n.split in set(parts)]
     if not selected:
@@ -51,7 +51,7 @@ def unlabelled(notes: Sequence[Note], parts: Sequence[str], path: Path) -> list[
     return [n.with_text(n.text, []) for n in selected]
 
 
-def llm_ledger(
+def _llm_ledger(
     notes: Sequence[Note], labels: Sequence[NoteLabels], settings: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Tokens per note and the projected cost (SHIELD, appendix E) of an LLM teacher."""
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> None:
         args.teacher, settings, model_dir=args.model, cache_dir=args.cache_dir, device=args.device
     )
     try:
-        selected = unlabelled(read_notes(args.notes), args.parts, args.notes)
+        selected = _unlabelled(read_notes(args.notes), args.parts, args.notes)
         rows = shard_table_rows(args.shard, len(selected))
         notes = selected[rows.start : rows.stop]
         log.info("teacher %s (%s): labelling %d notes", args.teacher, teacher.kind, len(notes))
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> None:
     finally:
         teacher.close()
     ledger = (
-        llm_ledger(notes, labels, settings)
+        _llm_ledger(notes, labels, settings)
         if teacher.kind == "llm"
         else {"llm": False, "note": f"a {teacher.kind} teacher uses no language-model tokens"}
     )

@@ -16,25 +16,25 @@ import argparse
 import json
 import logging
 from pathlib import Path
-from typing import Any
 
 from synthdeid.artifacts import atomic_text, make_provenance, reading_record, write_json_atomic
 from synthdeid.cli_types import json_list, json_object, output_dir
 from synthdeid.errors import InputError
 from synthdeid.privacy_ledger import (
+    TITLE,
     check_budgets,
     compose,
+    ledger_markdown,
     ledger_record,
     release_from_record,
 )
-from synthdeid.reporting import NOT_AVAILABLE, markdown_table, write_html
+from synthdeid.reporting import write_html
 
 log = logging.getLogger(__name__)
 
 LEDGER_JSON = "ledger.json"
 LEDGER_MD = "ledger.md"
 LEDGER_HTML = "ledger.html"
-TITLE = "Privacy ledger"
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,46 +51,6 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="JSON object: population -> its epsilon budget (null: none)",
     )
     parser.add_argument("--out-dir", required=True, type=output_dir, help="folder for the ledger")
-
-
-def ledger_markdown(record: dict[str, Any]) -> str:
-    lines = [
-        f"# {TITLE}",
-        "",
-        "Every differentially private release of this workflow, the population it was "
-        "computed from, and what is derived from it (post-processing: no further spend). "
-        f"Totals per population: {record['composition']}.",
-        "",
-    ]
-    lines += markdown_table(
-        ["release", "mechanism", "population", "epsilon", "delta", "derived from it"],
-        [
-            [
-                r["name"],
-                r["mechanism"],
-                r["population"],
-                f"{r['epsilon']:.3f}",
-                f"{r['delta']:.2g}",
-                "; ".join(r["derived"]),
-            ]
-            for r in record["releases"]
-        ],
-    )
-    lines += ["", "## Per population", ""]
-    lines += markdown_table(
-        ["population", "releases", "epsilon (composed)", "delta (composed)", "budget"],
-        [
-            [
-                t["population"],
-                str(len(t["releases"])),
-                f"{t['epsilon']:.3f}",
-                f"{t['delta']:.2g}",
-                NOT_AVAILABLE if t["budget"] is None else f"{t['budget']:g}",
-            ]
-            for t in record["populations"]
-        ],
-    )
-    return "\n".join([*lines, ""])
 
 
 def run(args: argparse.Namespace) -> None:

@@ -33,7 +33,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    key = write_new_key(args.out)
+    key = _write_new_key(args.out)
     log.info(
         "wrote a new surrogate key to %s (fingerprint %s); keep it private, and keep it to "
         "reproduce the surrogates made with it",
@@ -42,18 +42,18 @@ def run(args: argparse.Namespace) -> None:
     )
 
 
-def write_new_key(path: Path) -> SurrogateKey:
+def _write_new_key(path: Path) -> SurrogateKey:
     """Write a new key to ``path`` (mode 0600, atomically); refuse an existing ``path``.
 
     The mode is checked after the file is written: on a file system that does
     not keep it, the file is removed and the step refused.
     """
-    refuse_existing(path)
+    _refuse_existing(path)
     text = new_key_text()
     with atomic_path(path) as tmp:
         tmp.chmod(KEY_FILE_MODE)  # before the key is in it
         tmp.write_text(text + "\n", encoding="ascii")
-        refuse_existing(path)  # made while the key was written
+        _refuse_existing(path)  # made while the key was written
     mode = stat.S_IMODE(os.stat(path).st_mode)
     if mode != KEY_FILE_MODE:
         path.unlink()
@@ -65,7 +65,7 @@ def write_new_key(path: Path) -> SurrogateKey:
     return SurrogateKey(text.encode("ascii"))
 
 
-def refuse_existing(path: Path) -> None:
+def _refuse_existing(path: Path) -> None:
     """Refuse ``path`` when anything, a dangling link included, is there."""
     if os.path.lexists(path):
         raise ConfigError(

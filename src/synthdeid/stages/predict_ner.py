@@ -26,7 +26,7 @@ the setting and the format it came to (``precision``, ``precision_resolved``).
 recall included.
 
 The provenance records the model by the digest of every file the tagger loads
-(:func:`synthdeid.ner.ensemble.model_digest`: weights, settings, an ensemble's
+(:func:`synthdeid.ner.loading.model_digest`: weights, settings, an ensemble's
 members), so the outputs of two models never share one. With ``--shard``, the
 summary's default path is the shard path of the unsharded output's
 ``.summary.json`` (:func:`synthdeid.shards.side_output`).
@@ -113,7 +113,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from synthdeid.ner.ensemble import model_digest
+    from synthdeid.ner.loading import model_digest
 
     set_threads(args.threads)
     if args.out_deidentified is not None and args.mode == "none":
@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> None:
     if args.out_deidentified is not None and args.mode == "surrogate":
         if key is None:
             raise ConfigError("surrogate mode needs a key")
-        write_surrogates(args.out, args.out_deidentified, key, args.consistency, provenance)
+        _write_surrogates(args.out, args.out_deidentified, key, args.consistency, provenance)
     summary_path = args.summary or side_output(args.out, ".summary.json", args.shard)
     body = {"summary": stats, "provenance": provenance}
     write_json_atomic(with_shard(body, shard, total), summary_path)
@@ -189,7 +189,7 @@ def run(args: argparse.Namespace) -> None:
     )
 
 
-def write_surrogates(
+def _write_surrogates(
     predictions: Path,
     out: Path,
     key: SurrogateKey,

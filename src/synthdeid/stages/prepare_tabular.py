@@ -12,15 +12,13 @@ import argparse
 import json
 import logging
 
-import numpy as np
 import pyarrow as pa
 
 from synthdeid.artifacts import make_provenance, write_json_atomic
 from synthdeid.cli_types import input_file, output_file
-from synthdeid.errors import ConfigError
 from synthdeid.tabular.source import chosen_source, describe_source, read_source_table
 from synthdeid.tabular.spec import discretize, load_spec
-from synthdeid.tabular.tables import HOLDOUT, TRAIN, write_table
+from synthdeid.tabular.tables import split_labels, write_table
 
 log = logging.getLogger(__name__)
 
@@ -34,19 +32,6 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", required=True, type=output_file, help="prepared.parquet to write")
     parser.add_argument("--summary", required=True, type=output_file, help="summary.json to write")
-
-
-def split_labels(n: int, holdout_fraction: float, seed: int) -> list[str]:
-    """``train`` / ``holdout`` per record: a seeded permutation, holdout = round(fraction * n)."""
-    if not 0 < holdout_fraction < 1:
-        raise ConfigError(f"holdout_fraction must be in (0, 1), got {holdout_fraction}")
-    n_holdout = round(holdout_fraction * n)
-    if n_holdout < 1 or n_holdout >= n:
-        raise ConfigError(f"{n} records cannot be split with holdout_fraction {holdout_fraction}")
-    order = np.random.default_rng(seed).permutation(n)
-    labels = np.full(n, TRAIN, dtype=object)
-    labels[order[:n_holdout]] = HOLDOUT
-    return labels.tolist()
 
 
 def run(args: argparse.Namespace) -> None:

@@ -81,7 +81,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from synthdeid.detectors import add_regex_spans
     from synthdeid.ner.ages import drop_young_age_spans
-    from synthdeid.ner.ensemble import load_tagger
+    from synthdeid.ner.loading import load_tagger
 
     require_local_path(args.out, "--out", "note text")
     set_threads(args.threads)

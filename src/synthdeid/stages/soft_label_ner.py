@@ -34,7 +34,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from synthdeid.artifacts import make_provenance
     from synthdeid.ner.distillation import teacher_soft_labels, write_soft_labels
-    from synthdeid.ner.ensemble import load_tagger
+    from synthdeid.ner.loading import load_tagger
     from synthdeid.ner.mixtures import read_mixture
 
     if not is_local_path(args.out):

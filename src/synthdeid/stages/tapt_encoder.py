@@ -46,7 +46,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser, threads_help="CPU threads", device_help="auto, cpu, cuda, cuda:N")
 
 
-def kept(parts: list[str]) -> str:
+def _kept(parts: list[str]) -> str:
     """How an error names the notes asked for: those of ``--parts``, or all."""
     return f" of the parts {', '.join(parts)}" if parts else ""
 
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> None:
             notes = [note for note in notes if note.split in set(args.parts)]
         if not notes and len(args.corpus) > 1:
             # one pool of several may be empty (a DP model that wrote no PII note)
-            log.warning("%s: no notes%s; TAPT trains on the other files", path, kept(args.parts))
+            log.warning("%s: no notes%s; TAPT trains on the other files", path, _kept(args.parts))
         notes_per_file[str(path)] = len(notes)
         texts.extend(note.text for note in notes)
     if not texts:
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> None:
         raise InputError(
             where,
             None,
-            f"no notes{kept(args.parts)} in the corpus",
+            f"no notes{_kept(args.parts)} in the corpus",
             "TAPT needs at least one note to train on",
         )
     provenance = make_provenance(

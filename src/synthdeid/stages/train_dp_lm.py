@@ -63,7 +63,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser, threads_help="CPU threads", device_help="auto, cpu or cuda[:n]")
 
 
-def check_settings(settings: Any) -> dict[str, Any]:
+def _check_settings(settings: Any) -> dict[str, Any]:
     if not isinstance(settings, dict):
         raise ConfigError("--settings must be a JSON object (the synth.dplm mapping)")
     unknown = sorted(set(settings) - SETTING_KEYS)
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> None:
     )
     from synthdeid.synthesis.placeholders import load_allowlist
 
-    settings = check_settings(args.settings)
+    settings = _check_settings(args.settings)
     training = LmTrainingConfig.from_mapping(settings.get("training", {}))
     scratch = ScratchConfig.from_mapping(settings.get("scratch", {}))
     privacy = None if args.no_dp else PrivacyConfig.from_mapping(settings.get("privacy", {}))

@@ -22,42 +22,30 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from dataclasses import dataclass, field
-from typing import Any
 
 import pyarrow as pa
 
 from synthdeid.artifacts import make_provenance, write_parquet_atomic
 from synthdeid.cli_types import input_dir, input_file, output_file
-from synthdeid.errors import ConfigError
 from synthdeid.identifiers import IdentifierScanner
-from synthdeid.llm.base import ChatFailure, ChatRequest, ChatResponse
-from synthdeid.llm.constraints import NoteShape
-from synthdeid.llm.guard import REFUSED_PREFIX
+from synthdeid.llm.base import ChatResponse
 from synthdeid.mentions import SurfaceIndex
 from synthdeid.runtime import add_runtime_arguments
 from synthdeid.settings import settings_from_mapping
 from synthdeid.synthesis.fill import TemplateFiller
 from synthdeid.synthesis.placeholders import load_allowlist
 from synthdeid.synthesis.pools import DedupSettings, Template, build_pools, write_pools
-from synthdeid.synthesis.templates import BACKEND_FAILURE, REFUSED_BY_GUARD, truncation
-from synthdeid.synthesis.validator import (
-    ACCEPTED,
-    REJECTED,
-    TemplateValidator,
-    Verdict,
-    parse_answer,
-)
+from synthdeid.synthesis.templates import REFUSED_BY_GUARD
+from synthdeid.synthesis.validator import ACCEPTED, REJECTED, TemplateValidator, Verdict
 from synthdeid.tabular.endpoint import guarded_backend, split_policy
 from synthdeid.tabular.expert_rules import RuledRow, apply_rules, parse_rules
-from synthdeid.tabular.spec import TableSpec, load_spec
+from synthdeid.tabular.report_generation import VerbalizeSettings, llm_verdicts
+from synthdeid.tabular.spec import load_spec
 from synthdeid.tabular.synthesizers import rows_synthesizer
 from synthdeid.tabular.tables import read_table
 from synthdeid.tabular.verbalize import (
     GRAMMAR,
-    REPORT_PLACEHOLDERS,
     REPORT_VARIANT,
-    ReportPrompt,
     grammar_reports,
     load_report_prompt,
     record_rng,
@@ -65,7 +53,6 @@ from synthdeid.tabular.verbalize import (
 
 log = logging.getLogger(__name__)
 
-REPORT_SEGMENT_CHARS = 300
 
 REPORTS_SCHEMA = pa.schema(
     [
@@ -83,21 +70,7 @@ REPORTS_SCHEMA = pa.schema(
         pa.field("output_tokens", pa.int64()),
     ]
 )
-
-
 SECTION = "synth.tabular.verbalize"
-
-
-@dataclass(frozen=True)
-class VerbalizeSettings:
-    """synth.tabular.verbalize (minus the subsample keys, which the subsample rule takes,
-    and the endpoint policy's, :class:`~synthdeid.tabular.endpoint.EndpointPolicy`)."""
-
-    backend: dict[str, Any] = field(default_factory=lambda: {"kind": "none"})
-    rules: list[dict[str, Any]] = field(default_factory=list)
-    generation: dict[str, Any] = field(default_factory=dict)
-    seed: int = 0
-    fill_seed: int = 0
 
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,68 +88,6 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--removals", required=True, type=output_file)
     parser.add_argument("--summary", required=True, type=output_file)
     add_runtime_arguments(parser, threads=False, device=False)
-
-
-def llm_verdicts(
-    rows: list[tuple[str, RuledRow]],
-    spec: TableSpec,
-    backend: Any,
-    prompt: ReportPrompt,
-    validator: TemplateValidator,
-    settings: VerbalizeSettings,
-    progress: bool,
-) -> list[tuple[Verdict, ChatResponse | None]]:
-    """One request per row through ``backend``; each answer judged by the validator.
-
-    ``generation["constrain"]``: ``json`` (default) asks for the JSON note,
-    enforced where the backend can; ``placeholders`` also forces the four
-    report placeholders into the note, in order, with at most
-    :data:`REPORT_SEGMENT_CHARS` characters around each (so a looping model
-    must move on and end); ``free`` asks for nothing. An answer that is not
-    JSON because it ran into ``max_tokens`` is ``truncated``.
-    """
-    generation = dict(settings.generation)
-    constrain = generation.pop("constrain", "json")
-    shapes = {
-        "free": None,
-        "json": NoteShape("note"),
-        "placeholders": NoteShape(
-            "note",
-            tuple(f"[[{n}_1]]" for n in REPORT_PLACEHOLDERS),
-            max_chars=(REPORT_SEGMENT_CHARS,) * (len(REPORT_PLACEHOLDERS) + 1),
-        ),
-    }
-    if constrain not in shapes:
-        raise ConfigError(
-            f"verbalize generation.constrain must be one of {list(shapes)}, not {constrain!r}"
-        )
-    requests = [
-        ChatRequest(
-            messages=prompt.messages(row, spec),
-            seed=settings.seed + i,
-            json_mode=constrain != "free",
-            shape=shapes[constrain],
-            **generation,
-        )
-        for i, (_, row) in enumerate(rows)
-    ]
-    out: list[tuple[Verdict, ChatResponse | None]] = []
-    answers = backend.complete_many(requests, progress=progress)
-    for request, result in zip(requests, answers, strict=True):
-        if isinstance(result, ChatFailure):
-            refused = result.reason.startswith(REFUSED_PREFIX)
-            reason = REFUSED_BY_GUARD if refused else BACKEND_FAILURE
-            out.append((Verdict(None, reason, result.reason), None))
-            continue
-        verdict = truncation(parse_answer(result.text), result, request)
-        if verdict.accepted and verdict.template is not None:
-            verdict = (
-                validator.check_placeholders(verdict.template, REPORT_VARIANT)
-                or validator.check_identifiers(verdict.template)
-                or verdict
-            )
-        out.append((verdict, result))
-    return out
 
 
 def run(args: argparse.Namespace) -> None:

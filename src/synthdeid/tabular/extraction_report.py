@@ -120,3 +120,43 @@ def extraction_figure(
     figure.tight_layout()
     save_figure(figure, path)
     return figure
+
+
+def extraction_markdown(scores: Mapping[str, ExtractionScores], n_train: int, n_scored: int) -> str:
+    """What was trained on and scored on, then :func:`extraction_table`; says when no LLM
+    baseline was run (no backend configured)."""
+    baselines = (
+        ""
+        if len(scores) > 1
+        else " No LLM backend is configured (synth.tabular.extraction.llm.backend), so the 0-shot"
+        " and few-shot baselines are n/a."
+    )
+    return (
+        f"Extractors trained on {n_train} synthetic reports (faithful pairs), scored on "
+        f"{n_scored} reports of real holdout rows written by the seeded grammar (real values, "
+        f"not real report text).{baselines}\n\n" + extraction_table(scores)
+    )
+
+
+def extraction_summary(
+    scores: Mapping[str, ExtractionScores],
+    everything: ExtractionScores,
+    failures: Mapping[str, Mapping[str, int]],
+    trained: Mapping[str, Any],
+    n_train: int,
+    n_scored: int,
+    n_tests: int,
+) -> dict[str, Any]:
+    """extraction.json without its provenance: the reports trained and scored on, every
+    extractor's scores, the fine-tuned one's on every test report, the LLM answers that
+    named no value, and what the fine-tuning did."""
+    return {
+        "training_reports": n_train,
+        "test_reports": n_scored,
+        "test_reports_written": n_tests,
+        "test_reports_from": "real holdout rows, written by the seeded grammar",
+        "extractors": {name: found.as_dict() for name, found in scores.items()},
+        "fine_tuned_on_every_test_report": everything.as_dict(),
+        "llm_answers_naming_no_value": failures,
+        "fine_tuning": trained,
+    }

@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from synthdeid.artifacts import read_parquet_with_provenance, require_columns, write_parquet_atomic
-from synthdeid.errors import InputError
+from synthdeid.errors import ConfigError, InputError
 from synthdeid.tabular.spec import TableSpec, check_categories
 
 TRAIN = "train"
@@ -72,3 +73,16 @@ def split_parts(frame: pd.DataFrame, path: str | Path) -> tuple[pd.DataFrame, pd
             raise InputError(path, None, f"the prepared table has no {name!r} rows")
         parts.append(part)
     return parts[0], parts[1]
+
+
+def split_labels(n: int, holdout_fraction: float, seed: int) -> list[str]:
+    """``train`` / ``holdout`` per record: a seeded permutation, holdout = round(fraction * n)."""
+    if not 0 < holdout_fraction < 1:
+        raise ConfigError(f"holdout_fraction must be in (0, 1), got {holdout_fraction}")
+    n_holdout = round(holdout_fraction * n)
+    if n_holdout < 1 or n_holdout >= n:
+        raise ConfigError(f"{n} records cannot be split with holdout_fraction {holdout_fraction}")
+    order = np.random.default_rng(seed).permutation(n)
+    labels = np.full(n, TRAIN, dtype=object)
+    labels[order[:n_holdout]] = HOLDOUT
+    return labels.tolist()

@@ -22,7 +22,7 @@ read) and returns one :class:`~synthdeid.teacher.silver.NoteLabels` per note.
     a span's confidence is the mean over its tokens of ``1 - P(O)``. The
     model's regex detectors are unioned in (confidence none), as ``predict-ner`` does.
     Its provenance names the directory and the digest of every file the tagger
-    loads (:func:`~synthdeid.ner.ensemble.model_digest`); an ``llm`` teacher's
+    loads (:func:`~synthdeid.ner.loading.model_digest`); an ``llm`` teacher's
     names the model and the endpoint (or the local model's fingerprint).
 ``rules``
     The high-recall regex detectors and optional dictionaries (a text file of
@@ -302,7 +302,7 @@ class ModelTeacher(Teacher):
         super().__init__(name)
         self.tagger = tagger
         # the model's directory and the digest of what the tagger loads from it
-        # (synthdeid.ner.ensemble.model_digest): two models never share a provenance
+        # (synthdeid.ner.loading.model_digest): two models never share a provenance
         self.model = model
         self.model_digest = model_digest
         self.o_threshold = tagger.settings.o_threshold if o_threshold is None else o_threshold
@@ -358,7 +358,7 @@ def build_model_teacher(
     model_dir: str | Path | None,
     device: str = "auto",
 ) -> ModelTeacher:
-    from synthdeid.ner.ensemble import load_tagger, model_digest
+    from synthdeid.ner.loading import load_tagger, model_digest
 
     directory = model_dir or settings.get("model")
     if not directory:

@@ -90,7 +90,7 @@ class Originals:
     operator's words and initials), each as the hash of (view, scope, text) in
     one :class:`~synthdeid.hashset.HashSet`: 8 bytes a distinct item, whatever
     its length (1.54 items a note in the synthetic demo corpus, measured in
-    :mod:`synthdeid.stages.replace_surrogates`). Only membership can be asked
+    :mod:`synthdeid.surrogate.replace_table`). Only membership can be asked
     (:meth:`taken`); an operator that needs an original itself sees it as the
     notes are read (:meth:`SurrogateOperator.observe`).
 

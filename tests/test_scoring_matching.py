@@ -16,7 +16,8 @@ import pytest
 from seqeval.metrics import f1_score, precision_score, recall_score
 from seqeval.metrics.sequence_labeling import get_entities
 
-from synthdeid.evaluation.matching import (
+from synthdeid.notes import Note, Span
+from synthdeid.scoring.matching import (
     bio_tags,
     coverage_found,
     detection_match,
@@ -27,7 +28,7 @@ from synthdeid.evaluation.matching import (
     token_entities,
     tokenize,
 )
-from synthdeid.evaluation.metrics import (
+from synthdeid.scoring.metrics import (
     ALL,
     HEADLINE_COUNTS,
     HEADLINE_RATIOS,
@@ -39,7 +40,6 @@ from synthdeid.evaluation.metrics import (
     precision,
     recall,
 )
-from synthdeid.notes import Note, Span
 
 
 def at(text: str, surface: str, label: str, cut: int = 0) -> Span:

@@ -2,8 +2,12 @@
 
 Each document becomes one row of integer counters (:class:`CountTable`):
 for every label and for ``ALL``, the counters in :data:`LABEL_COUNTERS`, and
-for ``ALL`` only the document flags in :data:`DOCUMENT_COUNTERS`. Column
+for ``ALL`` only the document flags in :data:`DOCUMENT_COUNTERS` (both named
+in :mod:`~synthdeid.scoring.vocabulary`, with every metric). Column
 names are ``"<label>.<counter>"`` (``"DATE.overlap_fn"``, ``"ALL.leak_overlap"``).
+A table read from a file written before a counter existed has that counter
+*missing* (:attr:`CountTable.missing`, zeros in its columns): every metric
+computed from it is undefined for that table, the others are as before.
 Every metric is a function of column *sums*, so the same code scores the
 whole set (one sum) and every bootstrap resample (a matrix of sums, see
 :mod:`~synthdeid.evaluation.bootstrap`).
@@ -44,117 +48,38 @@ with it whenever the denominators are positive.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import cast
 
 import numpy as np
 
-from synthdeid.evaluation.matching import (
+from synthdeid.labels import CANONICAL_LABELS
+from synthdeid.notes import Note, Span
+from synthdeid.scoring.matching import (
     coverage_found,
     detection_match,
     document_entities,
     exact_match,
     overlap_match,
 )
-from synthdeid.labels import CANONICAL_LABELS
-from synthdeid.notes import Note, Span
+from synthdeid.scoring.vocabulary import CONVENTIONS, METRICS, metric
+from synthdeid.scoring.vocabulary import DOCUMENT_COUNTERS as DOCUMENT_COUNTERS
+from synthdeid.scoring.vocabulary import LABEL_COUNTERS as LABEL_COUNTERS
 
 log = logging.getLogger(__name__)
 
 ALL = "ALL"
 
-# counted for every label and for ALL
-LABEL_COUNTERS: tuple[str, ...] = (
-    "gold",  # gold spans
-    "pred",  # predicted spans
-    "exact_tp",
-    "exact_fp",
-    "exact_fn",
-    "overlap_tp",
-    "overlap_fp",
-    "overlap_fn",
-    "detection_tp_gold",  # gold spans detected by any prediction
-    "detection_fn",  # gold spans no prediction touches
-    "detection_tp_pred",  # predictions touching any gold span
-    "detection_fp",  # predictions touching no gold span
-    "coverage80_found",  # gold spans >= 80% covered
-    "token_tp",
-    "token_pred",
-    "token_true",
+# per-label ratios, in report order (safety first): the metrics with a per-label name
+LABEL_RATIOS: tuple[str, ...] = tuple(
+    m.per_label for m in METRICS if m.kind == "ratio" and m.per_label is not None
 )
-# counted for ALL only: 1 per document, and 0/1 flags
-DOCUMENT_COUNTERS: tuple[str, ...] = ("documents", "has_gold", "leak_overlap", "leak_detection")
-
-# per-label ratios, in report order (safety first)
-LABEL_RATIOS: tuple[str, ...] = (
-    "detection_recall",
-    "overlap_recall",
-    "coverage80_recall",
-    "exact_recall",
-    "token_recall",
-    "detection_precision",
-    "overlap_precision",
-    "exact_precision",
-    "token_precision",
-    "detection_f1",
-    "overlap_f1",
-    "exact_f1",
-    "token_f1",
-)
-
-# headline ratios, in report order (safety first)
-HEADLINE_RATIOS: tuple[str, ...] = (
-    "leakage_overlap_all",
-    "leakage_overlap_phi",
-    "leakage_detection_all",
-    "leakage_detection_phi",
-    "detection_recall",
-    "span_overlap_recall",
-    "coverage80_recall",
-    "span_exact_recall",
-    "token_recall",
-    "detection_precision",
-    "span_overlap_precision",
-    "span_exact_precision",
-    "token_precision",
-    "detection_f1",
-    "span_overlap_f1",
-    "span_exact_f1",
-    "token_f1",
-)
-HEADLINE_COUNTS: tuple[str, ...] = (
-    "n_notes",
-    "n_notes_with_phi",
-    "n_gold_spans",
-    "n_predicted_spans",
-)
-
-DEFINITIONS: dict[str, str] = {
-    "leakage_overlap_all": "label-consistent leakage: share of all notes with >=1 gold span unmatched under label-consistent overlap matching, so PHI found but given another label counts as leaked (VetSynth's primary safety metric)",
-    "leakage_overlap_phi": "leakage_overlap_all restricted to notes with >=1 gold span",
-    "leakage_detection_all": "label-agnostic leakage: share of all notes with >=1 gold span that no prediction of any label overlaps (any overlapping prediction protects a span)",
-    "leakage_detection_phi": "leakage_detection_all restricted to notes with >=1 gold span",
-    "detection_recall": "share of gold spans overlapped by >=1 prediction of any label (label-agnostic, not one-to-one)",
-    "detection_precision": "share of predictions overlapping >=1 gold span of any label (label-agnostic, not one-to-one)",
-    "detection_f1": "harmonic mean of detection precision and recall",
-    "span_overlap_recall": "gold spans matched / gold spans; label-consistent greedy one-to-one matching by maximum character intersection",
-    "span_overlap_precision": "matched predictions / predictions under the same overlap matching",
-    "span_overlap_f1": "harmonic mean of span overlap precision and recall",
-    "span_exact_recall": "gold spans with a prediction of the same label and identical boundaries / gold spans",
-    "span_exact_precision": "predictions with a gold span of the same label and identical boundaries / predictions",
-    "span_exact_f1": "harmonic mean of span exact precision and recall",
-    "coverage80_recall": "share of gold spans with >=80% of their characters inside the union of predictions (any label; SHIELD)",
-    "token_recall": "seqeval micro recall (conlleval mode) of BIO entities over \\w+|[^\\w\\s] tokens",
-    "token_precision": "seqeval micro precision (conlleval mode) of BIO entities over \\w+|[^\\w\\s] tokens",
-    "token_f1": "seqeval micro F1 (conlleval mode) of BIO entities over \\w+|[^\\w\\s] tokens",
-    "n_notes": "notes scored",
-    "n_notes_with_phi": "notes with >=1 gold span",
-    "n_gold_spans": "gold spans",
-    "n_predicted_spans": "predicted spans",
-    "conventions": "ratios of summed counts; undefined (null, n/a) where the denominator is empty: recall with no gold, precision with no predictions, leakage with no notes; F1 = 0 when P + R = 0 or when one of P, R is undefined and the other 0, undefined when both are; bootstrap intervals over the resamples where the figure is defined, n/a when it is defined in none",
-}
+# headline ratios and counts, in report order (safety first)
+HEADLINE_RATIOS: tuple[str, ...] = tuple(m.key for m in METRICS if m.kind == "ratio")
+HEADLINE_COUNTS: tuple[str, ...] = tuple(m.key for m in METRICS if m.kind == "count")
+DEFINITIONS: dict[str, str] = {m.key: m.definition for m in METRICS} | {"conventions": CONVENTIONS}
 
 
 def column_name(label: str, counter: str) -> str:
@@ -187,6 +112,9 @@ class CountTable:
     note_ids: tuple[str, ...]
     labels: tuple[str, ...]
     values: np.ndarray  # (documents, columns), int64
+    # counters the source did not hold (a file older than they are): zeros in ``values``,
+    # and every metric computed from them undefined
+    missing: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         expected = (len(self.note_ids), len(self.columns))
@@ -207,6 +135,12 @@ class CountTable:
     def totals(self) -> np.ndarray:
         return cast(np.ndarray, self.values.sum(axis=0))
 
+    def reordered(self, note_ids: Sequence[str]) -> CountTable:
+        """The same counts with their rows in the order of ``note_ids`` (this table's ids)."""
+        order = {note_id: k for k, note_id in enumerate(self.note_ids)}
+        rows = [order[note_id] for note_id in note_ids]
+        return CountTable(tuple(note_ids), self.labels, self.values[rows], self.missing)
+
     def with_labels(self, labels: Sequence[str]) -> CountTable:
         """The same counts over ``labels`` (a superset); new labels count zero."""
         missing = set(self.labels) - set(labels)
@@ -217,7 +151,7 @@ class CountTable:
         for k, name in enumerate(columns):
             if name in self.index:
                 values[:, k] = self.values[:, self.index[name]]
-        return CountTable(self.note_ids, tuple(labels), values)
+        return CountTable(self.note_ids, tuple(labels), values, self.missing)
 
 
 def document_counts(
@@ -319,11 +253,26 @@ def f1(p: np.ndarray, r: np.ndarray) -> np.ndarray:
     return np.where((p_known & r_known) | one_sided_zero, harmonic, np.nan)
 
 
-def label_ratios(sums: np.ndarray, index: Mapping[str, int], label: str) -> dict[str, np.ndarray]:
+def undefined_without(
+    figures: dict[str, np.ndarray], missing: Collection[str]
+) -> dict[str, np.ndarray]:
+    """``figures`` (metric name -> values) with NaN wherever a metric needs a ``missing`` counter."""
+    if not missing:
+        return figures
+    return {
+        name: np.full(np.shape(values), np.nan) if metric(name).needs_any(missing) else values
+        for name, values in figures.items()
+    }
+
+
+def label_ratios(
+    sums: np.ndarray, index: Mapping[str, int], label: str, missing: Collection[str] = ()
+) -> dict[str, np.ndarray]:
     """Every ratio in :data:`LABEL_RATIOS` (plus ``support``, ``n_predicted``) for one label.
 
     ``sums`` holds column sums on its last axis: a vector for one estimate,
-    a (resamples x columns) matrix for many.
+    a (resamples x columns) matrix for many. Every figure that needs a
+    counter in ``missing`` (:attr:`CountTable.missing`) is NaN.
     """
 
     def get(counter: str) -> np.ndarray:
@@ -344,12 +293,15 @@ def label_ratios(sums: np.ndarray, index: Mapping[str, int], label: str) -> dict
     ordered = {name: out[name] for name in LABEL_RATIOS}
     ordered["support"] = np.asarray(gold, dtype=float)
     ordered["n_predicted"] = np.asarray(pred, dtype=float)
-    return ordered
+    return undefined_without(ordered, missing)
 
 
-def headline_ratios(sums: np.ndarray, index: Mapping[str, int]) -> dict[str, np.ndarray]:
-    """Every ratio in :data:`HEADLINE_RATIOS`, from column sums on the last axis."""
-    everything = label_ratios(sums, index, ALL)
+def headline_ratios(
+    sums: np.ndarray, index: Mapping[str, int], missing: Collection[str] = ()
+) -> dict[str, np.ndarray]:
+    """Every ratio in :data:`HEADLINE_RATIOS`, from column sums on the last axis (NaN where
+    it needs a counter in ``missing``)."""
+    everything = label_ratios(sums, index, ALL, missing)
 
     def get(counter: str) -> np.ndarray:
         return sums[..., index[column_name(ALL, counter)]]
@@ -363,25 +315,22 @@ def headline_ratios(sums: np.ndarray, index: Mapping[str, int]) -> dict[str, np.
     for name in HEADLINE_RATIOS:
         if name not in out:
             out[name] = everything[name.removeprefix("span_")]
-    return {name: out[name] for name in HEADLINE_RATIOS}
+    return undefined_without({name: out[name] for name in HEADLINE_RATIOS}, missing)
 
 
 def headline_counts(sums: np.ndarray, index: Mapping[str, int]) -> dict[str, float]:
-    def get(counter: str) -> float:
-        return float(sums[index[column_name(ALL, counter)]])
-
+    """:data:`HEADLINE_COUNTS`: the single counter each counts, summed over ALL."""
     return {
-        "n_notes": get("documents"),
-        "n_notes_with_phi": get("has_gold"),
-        "n_gold_spans": get("gold"),
-        "n_predicted_spans": get("pred"),
+        name: float(sums[index[column_name(ALL, metric(name).counters[0])]])
+        for name in HEADLINE_COUNTS
     }
 
 
 def table_headline(table: CountTable) -> dict[str, float]:
     """Headline figures (:data:`HEADLINE_RATIOS` and :data:`HEADLINE_COUNTS`) of a table."""
     sums = table.totals()
-    out = {name: float(value) for name, value in headline_ratios(sums, table.index).items()}
+    ratios = headline_ratios(sums, table.index, table.missing)
+    out = {name: float(value) for name, value in ratios.items()}
     out.update(headline_counts(sums, table.index))
     return out
 
@@ -390,7 +339,10 @@ def table_per_label(table: CountTable) -> dict[str, dict[str, float]]:
     """Per-label ratios, support and predictions for every label of the table, then ALL."""
     sums = table.totals()
     return {
-        label: {name: float(v) for name, v in label_ratios(sums, table.index, label).items()}
+        label: {
+            name: float(v)
+            for name, v in label_ratios(sums, table.index, label, table.missing).items()
+        }
         for label in (*table.labels, ALL)
     }
 
