@@ -118,9 +118,9 @@ def test_the_line_scan_finds_what_a_parse_finds_in_every_module() -> None:
 def test_the_line_scan_reads_every_form_of_import(tmp_path: Path, monkeypatch) -> None:
     source = (
         "import synthdeid.stats, synthdeid.labels as labels\n"
-        "from synthdeid.evaluation import (\n"
+        "from synthdeid.scoring import (\n"
         "    metrics,  # a module\n"
-        "    report as r,\n"
+        "    vocabulary as v,\n"
         ")\n"
         "def f():\n"
         "    from synthdeid.notes import Note\n"
@@ -138,8 +138,8 @@ def test_the_line_scan_reads_every_form_of_import(tmp_path: Path, monkeypatch) -
     assert found == {
         "synthdeid.stats",
         "synthdeid.labels",
-        "synthdeid.evaluation",
+        "synthdeid.scoring",
         "synthdeid.scoring.metrics",
-        "synthdeid.evaluation.report",
+        "synthdeid.scoring.vocabulary",
         "synthdeid.notes",
     }
