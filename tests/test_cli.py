@@ -375,3 +375,30 @@ def test_ingest_runs_through_the_lazy_parser(tmp_path: Path) -> None:
     argv += ["--summary", str(tmp_path / "s.json")]
     assert main(argv) == 0
     assert (tmp_path / "n.parquet").is_file()
+
+
+def test_a_json_mapping_flag_refuses_anything_else_naming_the_flag(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    parser = build_parser()
+    with pytest.raises(SystemExit) as stopped:
+        parser.parse_args(
+            [
+                "ingest-corpus",
+                "--corpus",
+                "x",
+                "--format",
+                "jsonl",
+                "--label-map",
+                "[1, 2]",
+                "--source",
+                "s",
+                "--out",
+                "o.parquet",
+                "--summary",
+                "s.json",
+            ]
+        )
+    assert stopped.value.code == 2
+    error = capsys.readouterr().err
+    assert "--label-map" in error and "must be a JSON object, got list" in error

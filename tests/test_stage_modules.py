@@ -90,6 +90,13 @@ def stage_paths() -> list[Path]:
     return sorted(p for p in STAGES.glob("*.py") if p.name != "__init__.py")
 
 
+def test_json_arguments_are_parsed_by_one_argument_type() -> None:
+    """A JSON mapping argument is ``cli_types.json_object`` (a list, ``json_list``): it
+    refuses anything else with the flag's name, so no stage checks the type again."""
+    found = [p.name for p in stage_paths() if "type=json.loads" in p.read_text(encoding="utf-8")]
+    assert not found, f"parse JSON arguments with cli_types.json_object in {found}"
+
+
 @pytest.mark.parametrize("path", stage_paths(), ids=lambda p: p.stem)
 def test_a_stage_module_holds_only_its_command(path: Path) -> None:
     found = problems(path.read_text(encoding="utf-8"))

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from synthdeid.artifacts import (
     make_provenance,
     write_json_atomic,
 )
-from synthdeid.cli_types import input_dir, input_file, output_dir
+from synthdeid.cli_types import input_dir, input_file, json_object, output_dir
 from synthdeid.dplm.audit_report import (
     DISTINCT_N,
     audit_rows,
@@ -91,7 +90,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="canaries.parquet (the planted canaries and outliers)",
     )
     parser.add_argument("--notes", required=True, type=input_file, help="split notes.parquet")
-    parser.add_argument("--settings", type=json.loads, default={}, help="JSON: synth.dplm.audit")
+    parser.add_argument("--settings", type=json_object, default={}, help="JSON: synth.dplm.audit")
     parser.add_argument("--out-dir", required=True, type=output_dir)
     add_runtime_arguments(parser)
 

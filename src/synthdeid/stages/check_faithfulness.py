@@ -38,7 +38,7 @@ from synthdeid.artifacts import (
     write_json_atomic,
     write_parquet_atomic,
 )
-from synthdeid.cli_types import input_dir, input_file, output_dir
+from synthdeid.cli_types import input_dir, input_file, json_object, output_dir
 from synthdeid.reporting import NOT_AVAILABLE, number_or_na, percent, write_html
 from synthdeid.runtime import add_runtime_arguments
 from synthdeid.synthesis.validator import ACCEPTED
@@ -88,13 +88,13 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", required=True, type=input_file, help="variable spec (YAML)")
     parser.add_argument(
         "--judge-backend",
-        type=json.loads,
+        type=json_object,
         default={"kind": "none"},
         help="JSON LLM backend for an LLM judge; kind none: the rule-based checker",
     )
     parser.add_argument(
         "--judge-policy",
-        type=json.loads,
+        type=json_object,
         default={},
         help="JSON: where the judge may send the reports (trusted_hosts, allow_wide_networks, "
         "allow_non_dp_rows; default: this machine only)",

@@ -16,11 +16,10 @@ the threshold is never fitted on a training note. ``--config`` may also set
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from typing import Any
 
-from synthdeid.cli_types import input_file, named_input_dir, output_dir, positive_int
+from synthdeid.cli_types import input_file, json_object, named_input_dir, output_dir, positive_int
 from synthdeid.errors import ConfigError
 from synthdeid.ner.untrained_notes import validation_notes
 from synthdeid.notes import read_notes
@@ -46,7 +45,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="a member's training mixture: its notes and patients leave the validation notes",
     )
     parser.add_argument(
-        "--config", type=json.loads, default={}, help="JSON: operating_point, regex_detectors"
+        "--config", type=json_object, default={}, help="JSON: operating_point, regex_detectors"
     )
     parser.add_argument("--run", default="ensemble", help="run name (model card)")
     parser.add_argument("--out-dir", required=True, type=output_dir)
@@ -54,9 +53,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser)
 
 
-def _ensemble_config(data: Any) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise ConfigError("--config must be a JSON object (operating_point, regex_detectors)")
+def _ensemble_config(data: dict[str, Any]) -> dict[str, Any]:
     unknown = set(data) - set(CONFIG_KEYS)
     if unknown:
         raise ConfigError(f"ensemble config: unknown keys {sorted(unknown)}; known {CONFIG_KEYS}")

@@ -23,7 +23,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from synthdeid.artifacts import atomic_text, make_provenance, write_json_atomic
-from synthdeid.cli_types import input_file, named_input_file, output_dir
+from synthdeid.cli_types import input_file, json_object, named_input_file, output_dir
 from synthdeid.errors import ConfigError
 from synthdeid.reporting import write_html
 from synthdeid.runtime import add_runtime_arguments
@@ -60,7 +60,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--settings",
-        type=json.loads,
+        type=json_object,
         default={},
         help="JSON: max_subsets (null: all), encoder (null: bundled MiniLM, false: one-hot), seed",
     )

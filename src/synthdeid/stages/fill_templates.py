@@ -10,7 +10,6 @@ writes ``pii.parquet``, ``no_pii.parquet`` (canonical notes schema),
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from synthdeid.artifacts import (
     read_parquet_with_provenance,
     require_columns,
 )
-from synthdeid.cli_types import input_file, output_file
+from synthdeid.cli_types import input_file, json_object, output_file
 from synthdeid.errors import InputError
 from synthdeid.notes import read_notes
 from synthdeid.runtime import add_runtime_arguments
@@ -48,7 +47,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--settings",
         required=True,
-        type=json.loads,
+        type=json_object,
         help="JSON: fill_seed, near_threshold, against_seeds, encoder (null = bundled MiniLM, "
         "false = no near dedup), min_surface_chars",
     )

@@ -11,7 +11,6 @@ the ``dpgan`` environment (opacus 0.14; envs/README.md).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 
 import pandas as pd
@@ -19,7 +18,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from synthdeid.artifacts import make_provenance, write_json_atomic
-from synthdeid.cli_types import input_file, non_negative_int, output_file, positive_int
+from synthdeid.cli_types import input_file, json_object, non_negative_int, output_file, positive_int
 from synthdeid.errors import ConfigError
 from synthdeid.runtime import add_runtime_arguments, set_threads
 from synthdeid.tabular.budget import EpsilonBudget, plan_budget
@@ -36,7 +35,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--synthesizer", required=True, help="mst, aim, pate_ctgan, ...")
     parser.add_argument("--epsilon", type=float, help="total epsilon (DP synthesizers only)")
     parser.add_argument("--preprocessor-epsilon", type=float, default=0.0)
-    parser.add_argument("--options", type=json.loads, default={}, help="JSON: constructor options")
+    parser.add_argument("--options", type=json_object, default={}, help="JSON: constructor options")
     parser.add_argument(
         "--samples", type=positive_int, default=10, help="independent samples to draw"
     )

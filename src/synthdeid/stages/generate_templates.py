@@ -25,12 +25,11 @@ share ``--cache-dir``: each answer is its own file, written atomically.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
 from synthdeid.artifacts import write_json_atomic, write_parquet_atomic
-from synthdeid.cli_types import input_dir, input_file, output_file
+from synthdeid.cli_types import input_dir, input_file, json_object, output_file
 from synthdeid.local_only import LOCAL_ONLY_METADATA, require_local_path
 from synthdeid.runtime import add_runtime_arguments
 from synthdeid.shards import shard_argument, shard_metadata, with_shard
@@ -56,7 +55,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--settings",
         required=True,
-        type=json.loads,
+        type=json_object,
         help="JSON: backend, variants, generation, seed, validator, guard (config synth.template)",
     )
     parser.add_argument(

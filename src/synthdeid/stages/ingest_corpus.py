@@ -10,12 +10,10 @@ patient ids, whatever the corpus size.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 
 from synthdeid.artifacts import make_provenance, parquet_writer, write_json_atomic
-from synthdeid.cli_types import input_path, output_file
-from synthdeid.errors import ConfigError
+from synthdeid.cli_types import input_path, json_object, output_file
 from synthdeid.ingest import IngestSettings, NoteCounts, open_corpus
 from synthdeid.labels import LabelMap, coarse_view
 from synthdeid.notes import NOTES_SCHEMA, note_batches, notes_to_table
@@ -29,12 +27,12 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--label-map",
         required=True,
-        type=json.loads,
+        type=json_object,
         help="JSON object: the corpus's categories -> canonical labels",
     )
     parser.add_argument(
         "--coarse-view",
-        type=json.loads,
+        type=json_object,
         default=None,
         help="JSON object: canonical -> PER/ORG/LOC/TIME/MISC (default: VetSynth's view)",
     )
@@ -47,8 +45,6 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    if not isinstance(args.label_map, dict):
-        raise ConfigError("--label-map must be a JSON object")
     view = coarse_view(args.coarse_view)
     settings = IngestSettings(
         format=args.format,

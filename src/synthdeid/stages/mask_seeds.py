@@ -8,14 +8,13 @@ ever leave the machine.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from collections import Counter
 
 from tqdm import tqdm
 
 from synthdeid.artifacts import make_provenance, write_json_atomic, write_parquet_atomic
-from synthdeid.cli_types import input_file, output_file
+from synthdeid.cli_types import input_file, json_object, output_file
 from synthdeid.errors import InputError
 from synthdeid.local_only import require_local_path
 from synthdeid.mask import (
@@ -38,7 +37,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         "--parts", nargs="+", default=["seed"], help="split parts to mask (default: seed)"
     )
     parser.add_argument("--label-view", default="canonical", choices=LABEL_VIEWS)
-    parser.add_argument("--coarse-view", type=json.loads, default=None)
+    parser.add_argument("--coarse-view", type=json_object, default=None)
     parser.add_argument(
         "--propagate",
         action=argparse.BooleanOptionalAction,

@@ -9,13 +9,12 @@ written (``record_id``, ``split``, one string column per variable).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 
 import pyarrow as pa
 
 from synthdeid.artifacts import make_provenance, write_json_atomic
-from synthdeid.cli_types import input_file, output_file
+from synthdeid.cli_types import input_file, json_object, output_file
 from synthdeid.tabular.source import chosen_source, describe_source, read_source_table
 from synthdeid.tabular.spec import discretize, load_spec
 from synthdeid.tabular.tables import split_labels, write_table
@@ -25,7 +24,7 @@ log = logging.getLogger(__name__)
 
 def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--source", required=True, type=json.loads, help='JSON: {"path": ...} or {"sklearn": ...}'
+        "--source", required=True, type=json_object, help='JSON: {"path": ...} or {"sklearn": ...}'
     )
     parser.add_argument("--spec", required=True, type=input_file, help="variable spec (YAML)")
     parser.add_argument("--holdout-fraction", type=float, default=0.5)

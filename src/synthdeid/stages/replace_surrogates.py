@@ -12,12 +12,16 @@ paths are the shard paths of the unsharded output's side outputs
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 
 from synthdeid.artifacts import make_provenance, remove_stale_temporaries, write_json_atomic
-from synthdeid.cli_types import input_file, optional_input_file, output_file, positive_int
-from synthdeid.errors import ConfigError
+from synthdeid.cli_types import (
+    input_file,
+    json_object,
+    optional_input_file,
+    output_file,
+    positive_int,
+)
 from synthdeid.local_only import require_local_path
 from synthdeid.notes import note_sources
 from synthdeid.shards import shard_argument, side_output, with_shard
@@ -40,7 +44,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--policies",
-        type=json.loads,
+        type=json_object,
         default=None,
         help='JSON: label -> {"operator": name, "options": {...}} (defaults: SHIELD)',
     )
@@ -89,8 +93,6 @@ def run(args: argparse.Namespace) -> None:
         require_local_path(args.leftovers, "--leftovers", "original surfaces")
     if args.offsets is not None:
         require_local_path(args.offsets, "--offsets", "the original values' offsets")
-    if args.policies is not None and not isinstance(args.policies, dict):
-        raise ConfigError("--policies must be a JSON object")
     replacer = SurrogateReplacer(key, args.policies, args.labels, args.consistency)
     summary_path = args.summary or side_output(args.output, ".summary.json", args.shard)
     leftovers_path = args.leftovers or side_output(

@@ -22,7 +22,7 @@ from collections import Counter
 import pyarrow as pa
 
 from synthdeid.artifacts import make_provenance, write_parquet_atomic
-from synthdeid.cli_types import input_dir, input_file, output_file
+from synthdeid.cli_types import input_dir, input_file, json_object, output_file
 from synthdeid.errors import InputError
 from synthdeid.mask import check_removed_values
 from synthdeid.notes import read_notes
@@ -55,8 +55,8 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed-parts", nargs="+", default=["seed"], help="parts holding seeds")
     parser.add_argument("--removed", required=True, type=input_file, help="removed_values.parquet")
     parser.add_argument("--allowlist", required=True, type=input_file, help="placeholders.yaml")
-    parser.add_argument("--settings", required=True, type=json.loads, help="JSON: sampling")
-    parser.add_argument("--pool-settings", required=True, type=json.loads, help="JSON: pools")
+    parser.add_argument("--settings", required=True, type=json_object, help="JSON: sampling")
+    parser.add_argument("--pool-settings", required=True, type=json_object, help="JSON: pools")
     parser.add_argument("--name", default="dp", help="model name in ids and the source column")
     parser.add_argument(
         "--samples", required=True, type=output_file, help="samples.parquet to write"

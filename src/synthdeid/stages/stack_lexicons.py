@@ -19,11 +19,17 @@ model or an ensemble; the stacked directory points at it by a relative path.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from typing import Any
 
-from synthdeid.cli_types import input_dir, input_file, optional_input_file, output_dir, positive_int
+from synthdeid.cli_types import (
+    input_dir,
+    input_file,
+    json_object,
+    optional_input_file,
+    output_dir,
+    positive_int,
+)
 from synthdeid.errors import ConfigError
 from synthdeid.ner.lexicon_stacking import stack_lexicons
 from synthdeid.ner.lexicons import lexicon_names
@@ -64,7 +70,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated: first_names, last_names, cities, states, countries",
     )
     parser.add_argument(
-        "--config", type=json.loads, default={}, help="JSON: operating_point, c_grid, max_folds"
+        "--config", type=json_object, default={}, help="JSON: operating_point, c_grid, max_folds"
     )
     parser.add_argument("--run", default="stacked", help="run name (model card)")
     parser.add_argument("--out-dir", required=True, type=output_dir)
@@ -72,9 +78,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser)
 
 
-def _stacker_config(data: Any) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise ConfigError(f"--config must be a JSON object ({', '.join(CONFIG_KEYS)})")
+def _stacker_config(data: dict[str, Any]) -> dict[str, Any]:
     unknown = set(data) - set(CONFIG_KEYS)
     if unknown:
         raise ConfigError(f"stacker config: unknown keys {sorted(unknown)}; known {CONFIG_KEYS}")

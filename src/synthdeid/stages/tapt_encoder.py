@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import logging
 
-from synthdeid.cli_types import input_file, output_dir
-from synthdeid.errors import ConfigError, InputError
+from synthdeid.cli_types import input_file, json_object, output_dir
+from synthdeid.errors import InputError
 from synthdeid.notes import read_notes
 from synthdeid.runtime import add_runtime_arguments
 
@@ -39,7 +38,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="only notes of these split parts (default: every note)",
     )
-    parser.add_argument("--config", type=json.loads, default={}, help="JSON: the ner.tapt mapping")
+    parser.add_argument("--config", type=json_object, default={}, help="JSON: the ner.tapt mapping")
     parser.add_argument(
         "--out-dir", required=True, type=output_dir, help="checkpoint directory to write"
     )
@@ -56,8 +55,6 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.artifacts import make_provenance
     from synthdeid.ner.tapt import TaptConfig, continue_pretraining
 
-    if not isinstance(args.config, dict):
-        raise ConfigError("--config must be a JSON object (the ner.tapt mapping)")
     config = TaptConfig.from_mapping(args.config)
     texts: list[str] = []
     notes_per_file: dict[str, int] = {}

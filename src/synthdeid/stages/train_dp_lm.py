@@ -26,7 +26,7 @@ from collections import Counter
 from typing import Any
 
 from synthdeid.artifacts import atomic_directory, make_provenance, write_json_atomic
-from synthdeid.cli_types import input_file, output_dir, output_file
+from synthdeid.cli_types import input_file, json_object, output_dir, output_file
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.notes import read_notes
 from synthdeid.runtime import add_runtime_arguments, pick_device, set_threads
@@ -52,7 +52,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="canaries.parquet (canaries and outliers) to plant",
     )
     parser.add_argument("--allowlist", required=True, type=input_file, help="placeholders.yaml")
-    parser.add_argument("--settings", required=True, type=json.loads, help="JSON: synth.dplm")
+    parser.add_argument("--settings", required=True, type=json_object, help="JSON: synth.dplm")
     parser.add_argument(
         "--no-dp", action="store_true", help="the non-DP baseline: same loop, no clipping or noise"
     )

@@ -12,12 +12,10 @@ configured epochs. The directory gets the weights, tokenizer, ``synthdeid_ner.js
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from dataclasses import replace
 
-from synthdeid.cli_types import input_file, output_dir
-from synthdeid.errors import ConfigError
+from synthdeid.cli_types import input_file, json_object, output_dir
 from synthdeid.ner.mixtures import read_mixture, read_mixture_summary
 from synthdeid.notes import read_notes
 from synthdeid.runtime import add_runtime_arguments
@@ -30,7 +28,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--validation", required=True, type=input_file, help="validation.parquet")
     parser.add_argument("--mixture-summary", type=input_file, default=None)
     parser.add_argument(
-        "--config", type=json.loads, default={}, help="JSON: the ner.training mapping"
+        "--config", type=json_object, default={}, help="JSON: the ner.training mapping"
     )
     parser.add_argument(
         "--soft-labels",
@@ -49,8 +47,6 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.ner.model_card import save_model_directory
     from synthdeid.ner.training import TrainingConfig, train
 
-    if not isinstance(args.config, dict):
-        raise ConfigError("--config must be a JSON object (the ner.training mapping)")
     config = TrainingConfig.from_mapping(args.config)
     if args.threads and config.threads is None:
         config = replace(config, threads=args.threads)

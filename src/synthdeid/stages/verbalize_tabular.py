@@ -26,7 +26,7 @@ import logging
 import pyarrow as pa
 
 from synthdeid.artifacts import make_provenance, write_parquet_atomic
-from synthdeid.cli_types import input_dir, input_file, output_file
+from synthdeid.cli_types import input_dir, input_file, json_object, output_file
 from synthdeid.identifiers import IdentifierScanner
 from synthdeid.llm.base import ChatResponse
 from synthdeid.mentions import SurfaceIndex
@@ -78,7 +78,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spec", required=True, type=input_file, help="variable spec (YAML)")
     parser.add_argument("--allowlist", required=True, type=input_file, help="placeholders.yaml")
     parser.add_argument("--prompt", required=True, type=input_file, help="tabular_report.yaml")
-    parser.add_argument("--settings", type=json.loads, default={}, help="JSON settings")
+    parser.add_argument("--settings", type=json_object, default={}, help="JSON settings")
     parser.add_argument("--cache-dir", type=input_dir, help="LLM response cache")
     parser.add_argument(
         "--reports", required=True, type=output_file, help="reports.parquet to write"
