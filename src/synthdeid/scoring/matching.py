@@ -73,24 +73,22 @@ def intersection(a: Span, b: Span) -> int:
     return max(0, min(a.end, b.end) - max(a.start, b.start))
 
 
-def exact_match(gold: Sequence[Span], pred: Sequence[Span]) -> SpanOutcome:
-    """Exact matching: same label and identical boundaries, one-to-one."""
-    g, p = tuple(sorted(gold)), tuple(sorted(pred))
-    available = Counter(g)
-    pred_hit = []
-    for span in p:
+def _claimed(spans: Sequence[Span], pool: Sequence[Span]) -> tuple[bool, ...]:
+    """For each span in order, whether an equal span of ``pool`` is left to claim."""
+    available = Counter(pool)
+    hits = []
+    for span in spans:
         hit = available[span] > 0
         if hit:
             available[span] -= 1
-        pred_hit.append(hit)
-    remaining = Counter(p)
-    gold_hit = []
-    for span in g:
-        hit = remaining[span] > 0
-        if hit:
-            remaining[span] -= 1
-        gold_hit.append(hit)
-    return SpanOutcome(g, p, tuple(gold_hit), tuple(pred_hit))
+        hits.append(hit)
+    return tuple(hits)
+
+
+def exact_match(gold: Sequence[Span], pred: Sequence[Span]) -> SpanOutcome:
+    """Exact matching: same label and identical boundaries, one-to-one."""
+    g, p = tuple(sorted(gold)), tuple(sorted(pred))
+    return SpanOutcome(g, p, _claimed(g, p), _claimed(p, g))
 
 
 def overlap_pairs(gold: Sequence[Span], pred: Sequence[Span]) -> list[tuple[int, int]]:

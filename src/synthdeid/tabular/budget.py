@@ -83,9 +83,8 @@ class EpsilonRecord:
 
     @property
     def epsilon_accounted(self) -> float:
-        spent = self.library_reported_epsilon
-        return self.preprocessor_epsilon_spent + (
-            self.synthesizer_epsilon if spent is None else spent
+        return _accounted(
+            self.preprocessor_epsilon_spent, self.synthesizer_epsilon, self.library_reported_epsilon
         )
 
     def as_dict(self) -> dict[str, Any]:
@@ -102,11 +101,17 @@ def accounted_epsilon(privacy: dict[str, Any]) -> float | None:
         return None
     if privacy.get("epsilon_accounted") is not None:
         return float(privacy["epsilon_accounted"])
-    spent = privacy.get("library_reported_epsilon")
     preprocessor = float(privacy.get("preprocessor_epsilon_spent") or 0.0)
-    if spent is not None:
-        return preprocessor + float(spent)
-    return float(privacy["epsilon_total"])
+    synthesizer = privacy.get("synthesizer_epsilon")
+    synthesizer = (
+        float(privacy["epsilon_total"]) - preprocessor if synthesizer is None else synthesizer
+    )
+    return _accounted(preprocessor, float(synthesizer), privacy.get("library_reported_epsilon"))
+
+
+def _accounted(preprocessor: float, synthesizer: float, library_reported: float | None) -> float:
+    """The preprocessor's spend plus the synthesizer's accountant's figure, else its share."""
+    return preprocessor + (synthesizer if library_reported is None else float(library_reported))
 
 
 def settle(
