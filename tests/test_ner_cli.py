@@ -111,7 +111,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             str(paths["validation"]),
             "--mixture-summary",
             str(paths["summary"]),
-            "--config",
+            "--settings",
             json.dumps(config),
             "--run",
             "cli-run",
@@ -404,7 +404,7 @@ def test_train_ner_refuses_a_config_that_is_not_an_object(
         str(work["train"]),
         "--validation",
         str(work["validation"]),
-        "--config",
+        "--settings",
         "[1]",
         "--out-dir",
         str(tmp_path / "model"),
@@ -489,7 +489,7 @@ def ensemble_ner(work: dict[str, Path], out: Path, config: str = "{}") -> int:
     for name in ("a", "b"):  # the trained model twice: its mean is the model itself
         argv += ["--member", f"{name}={work['model']}", "--validation", str(work["validation"])]
         argv += ["--train", str(work["train"])]
-    argv += ["--config", config, "--run", "pair", "--out-dir", str(out), "--threads", "1"]
+    argv += ["--settings", config, "--run", "pair", "--out-dir", str(out), "--threads", "1"]
     return main([*argv, "--no-progress"])
 
 

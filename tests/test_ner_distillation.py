@@ -223,7 +223,7 @@ def test_soft_label_ner_and_train_ner_distil_through_the_cli(tmp_path: Path) -> 
                 str(mixture / "train.parquet"),
                 "--validation",
                 str(mixture / "validation.parquet"),
-                "--config",
+                "--settings",
                 json.dumps(config),
                 "--out-dir",
                 str(out),

@@ -268,7 +268,7 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "operating_point": {"grid": [0.5, 0.9]},
     }
     train = ["train-ner", "--train", str(paths["train"]), "--validation", str(paths["validation"])]
-    train += ["--mixture-summary", str(paths["summary"]), "--config", json.dumps(config)]
+    train += ["--mixture-summary", str(paths["summary"]), "--settings", json.dumps(config)]
     train += ["--run", "base", "--out-dir", str(paths["base"]), "--threads", "1", "--no-progress"]
     assert main(train) == 0
     assert main(stack_argv(paths, paths["stacked"])) == 0
@@ -290,7 +290,7 @@ def stack_argv(paths: dict[str, Path], out: Path, *, parts: tuple[str, ...] = ("
         str(paths["train"]),
         "--lexicons",
         ",".join(LEXICON_SET),
-        "--config",
+        "--settings",
         json.dumps({"c_grid": [0.1, 1.0, 10.0]}),
         "--run",
         "stacked",

@@ -146,7 +146,7 @@ def cli_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
             str(folder / "a.parquet"),
             "--corpus",
             str(folder / "b.parquet"),
-            "--config",
+            "--settings",
             json.dumps(RUN_CONFIG),
             "--out-dir",
             str(out_dir),
@@ -275,7 +275,7 @@ def test_cli_adapts_to_a_mixtures_unique_training_notes(tmp_path: Path) -> None:
         "tapt-encoder",
         "--corpus",
         str(tmp_path / "train.parquet"),
-        "--config",
+        "--settings",
         json.dumps(config),
     ]
     assert main([*argv, "--out-dir", str(out_dir), "--device", "cpu", "--no-progress"]) == 0
@@ -311,9 +311,9 @@ def test_cli_missing_corpus_and_bad_config(
     assert "corpus file not found" in capfd.readouterr().err
     write_notes([Note("n1", "p1", TEXTS[0], (), "made-up", UNSPLIT)], tmp_path / "one.parquet")
     argv = ["tapt-encoder", "--corpus", str(tmp_path / "one.parquet"), "--out-dir", str(out_dir)]
-    assert main([*argv, "--config", '{"epochs": 3}']) == 2
+    assert main([*argv, "--settings", '{"epochs": 3}']) == 2
     assert "unknown keys" in capfd.readouterr().err
-    assert main([*argv, "--config", "[1]"]) == 2
+    assert main([*argv, "--settings", "[1]"]) == 2
     assert not out_dir.exists()
 
 
@@ -325,7 +325,7 @@ def test_cli_an_empty_file_among_several_is_skipped_but_all_empty_is_an_error(
     write_notes(notes, tmp_path / "no_pii.parquet")
     write_notes([], tmp_path / "pii.parquet")
     corpus = ["--corpus", str(tmp_path / "pii.parquet"), str(tmp_path / "no_pii.parquet")]
-    config = ["--config", json.dumps({**RUN_CONFIG, "max_steps": 1})]
+    config = ["--settings", json.dumps({**RUN_CONFIG, "max_steps": 1})]
     out_dir = tmp_path / "checkpoint"
     argv = ["tapt-encoder", *corpus, *config, "--device", "cpu", "--no-progress"]
     assert main([*argv, "--out-dir", str(out_dir)]) == 0

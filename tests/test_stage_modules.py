@@ -16,11 +16,15 @@ tests), as ``compare-ner`` does with :mod:`synthdeid.evaluation.compare`.
 
 from __future__ import annotations
 
+import argparse
 import ast
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from synthdeid.cli import build_parser
+from synthdeid.cli_types import json_object
 
 STAGES = Path(__file__).resolve().parents[1] / "src" / "synthdeid" / "stages"
 REQUIRED = ("register_arguments", "run")
@@ -95,6 +99,32 @@ def test_json_arguments_are_parsed_by_one_argument_type() -> None:
     refuses anything else with the flag's name, so no stage checks the type again."""
     found = [p.name for p in stage_paths() if "type=json.loads" in p.read_text(encoding="utf-8")]
     assert not found, f"parse JSON arguments with cli_types.json_object in {found}"
+
+
+# names once used for a stage's own settings mapping, which now always goes by --settings
+SETTINGS_SYNONYMS = ("--config", "--options", "--spec", "--policy")
+
+
+def test_a_stages_settings_mapping_goes_by_one_flag_name() -> None:
+    """Every JSON-mapping flag of every stage, read from the real parser: a stage's own
+    config section is ``--settings``; other JSON flags are named after the one value they
+    carry (``--policies``, ``--budgets``)."""
+    found = [
+        (name, flag)
+        for name, stage in _stage_parsers().items()
+        for action in stage._actions
+        if action.type is json_object
+        for flag in action.option_strings
+        if flag in SETTINGS_SYNONYMS
+    ]
+    assert not found, f"name the settings flag --settings: {found}"
+
+
+def _stage_parsers() -> dict[str, argparse.ArgumentParser]:
+    stages = build_parser().stage_parsers
+    for stage in stages.values():
+        stage.load()
+    return dict(stages)
 
 
 @pytest.mark.parametrize("path", stage_paths(), ids=lambda p: p.stem)

@@ -198,7 +198,7 @@ def test_both_opacus_environments_run(work: Path) -> None:
         "dp_ctgan",
         "--epsilon",
         "3",
-        "--options",
+        "--settings",
         '{"epochs": 2, "batch_size": 64}',
         "--samples",
         "2",

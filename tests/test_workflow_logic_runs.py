@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from snakemake.iocontainers import InputFiles
 
 from synthdeid.errors import ConfigError
@@ -13,15 +15,21 @@ from synthdeid.local_only import is_local_path
 from synthdeid.workflow import ner_inputs
 from synthdeid.workflow.ner_runs import NerRuns
 from synthdeid.workflow.pools import (
+    POOLS,
     SEED_TEXT_NOTES,
+    SILVER_PREFIX,
     TAPT_MODELS,
+    from_dp_language_model,
     pool_arguments,
     pool_files,
     pool_parts,
     pool_table,
+    silver_pool,
+    silver_teacher,
     tapt_model,
 )
 
+SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 MIXTURE = {"regime": "augmentation", "synthetic_fraction": 0.5, "seed": 1}
 REAL = {"name": "real", "mixture": {**MIXTURE, "synthetic_fraction": 0.0}}
 SWEPT = {
@@ -147,6 +155,21 @@ def test_pools_with_the_teachers_silver_pools() -> None:
     assert pool_arguments(["surrogates", "dplm_pii"], inputs) == (
         "--pool 'surrogates=a b/notes.parquet' --pool dplm_pii=pii.parquet"
     )
+
+
+def test_the_schema_offers_exactly_the_pools_and_encoders_there_are() -> None:
+    defs = yaml.safe_load(SCHEMA.read_text())["$defs"]
+    offered = defs["pools"]["items"]["anyOf"]
+    assert offered[0]["enum"] == list(POOLS)
+    assert offered[1]["pattern"].startswith(f"^{SILVER_PREFIX}")
+    assert defs["tapt_source"]["enum"] == [None, *TAPT_MODELS]
+
+
+def test_a_pool_says_whether_it_holds_the_dp_language_models_samples() -> None:
+    assert [name for name in POOLS if from_dp_language_model(name)] == ["dplm_pii", "dplm_no_pii"]
+    assert not from_dp_language_model(silver_pool("dplm_teacher"))
+    assert silver_teacher(silver_pool("union")) == "union"
+    assert silver_teacher("surrogates") is None
 
 
 def test_adapted_encoders_lie_in_their_rules_folders() -> None:

@@ -35,6 +35,7 @@ rule ingest_corpus:
 
 # A further labelled corpus of evaluation.corpora (never split, never trained on): every
 # run's model de-identifies it whole (predict_ner_cross) and is scored on it.
+# (params it does not name, coarse_view, are ingest_corpus's)
 use rule ingest_corpus as ingest_eval_corpus with:
     input:
         lambda w: evaluation_reader_files(eval_corpus(w), config["corpus"]),
@@ -55,7 +56,6 @@ use rule ingest_corpus as ingest_eval_corpus with:
         label_map=lambda w: label_map_json(
             eval_corpus(w).get("labels", {}).get("mapping")
         ),
-        coarse_view=COARSE_VIEW,
 
 
 rule split_notes:

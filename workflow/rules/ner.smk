@@ -87,7 +87,7 @@ rule tapt_encoder_own:
         ),
     shell:
         "synthdeid --log {log:q} tapt-encoder --corpus {input.train:q}"
-        " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"
+        " --settings {params.settings:q} --out-dir {output.model:q} --threads {threads}"
 
 
 rule tapt_encoder_seeds:
@@ -120,7 +120,7 @@ rule tapt_encoder_seeds:
         settings=as_json(synthesis.tapt_settings(NER["tapt"], NER["training"]["model"])),
     shell:
         "synthdeid --log {log:q} tapt-encoder --corpus {input.notes:q} --parts {params.parts:q}"
-        " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"
+        " --settings {params.settings:q} --out-dir {output.model:q} --threads {threads}"
 
 
 rule soft_label_ner:
@@ -193,7 +193,7 @@ rule train_ner:
     shell:
         "synthdeid --log {log:q} train-ner --train {input.train:q}"
         " --validation {input.validation:q} --mixture-summary {input.summary:q}"
-        " --config {params.settings:q} {params.soft_labels} --run {wildcards.run:q}"
+        " --settings {params.settings:q} {params.soft_labels} --run {wildcards.run:q}"
         " --out-dir {output.model:q} --threads {threads}"
 
 
@@ -219,7 +219,7 @@ rule ensemble_ner:
         settings=operating_point_settings,
     shell:
         "synthdeid --log {log:q} ensemble-ner {params.members}"
-        " --config {params.settings:q} --run {wildcards.run:q} --out-dir {output.model:q}"
+        " --settings {params.settings:q} --run {wildcards.run:q} --out-dir {output.model:q}"
         " --device cpu --threads {threads} --no-progress"
 
 
@@ -254,7 +254,7 @@ rule stack_lexicons:
     shell:
         "synthdeid --log {log:q} stack-lexicons --model {input.model:q} --notes {input.notes:q}"
         " --parts {params.parts:q} --validation {input.validation:q} --train {input.train:q}"
-        " --lexicons {params.lexicons:q} --config {params.settings:q} --run {wildcards.run:q}"
+        " --lexicons {params.lexicons:q} --settings {params.settings:q} --run {wildcards.run:q}"
         " --out-dir {output.model:q} --device cpu --threads {threads} --no-progress"
 
 
@@ -466,14 +466,9 @@ use rule predict_ner as predict_ner_cross with:
         "logs/predict_ner_cross/{corpus}/{run}/{target}.log",
     benchmark:
         "benchmarks/predict_ner_cross/{corpus}/{run}/{target}.tsv"
+    # the other params are predict_ner's (use rule ... with: replaces only those it names)
     params:
         parts=[UNSPLIT],
-        mode=config["ner"]["deid"]["mode"],
-        ages="--safe-harbor-ages" if config["ner"]["deid"]["safe_harbor_ages"] else "",
-        precision=config["ner"]["deid"]["precision"],
-        batch_size=config["ner"]["deid"]["batch_size"],
-        key_file=config["surrogate"]["key_file"] or "",
-        key_fingerprint=deid_key_fingerprint,
 
 
 # ... and its scores there (SHIELD's cross-dataset evaluation; compare_ner tabulates them).
@@ -490,11 +485,9 @@ use rule evaluate_ner as evaluate_ner_cross with:
         figure="results/evaluate_ner_cross/{corpus}/{run}/{target}/per_label_recall.png",
     log:
         "logs/evaluate_ner_cross/{corpus}/{run}/{target}.log",
+    # the other params are evaluate_ner's
     params:
         parts=[UNSPLIT],
-        resamples=config["ner"]["evaluation"]["resamples"],
-        seed=config["ner"]["evaluation"]["seed"],
-        out_dir=folder_of("metrics"),
 
 
 rule compare_ner:

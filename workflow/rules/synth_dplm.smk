@@ -200,4 +200,4 @@ rule tapt_encoder:
         ),
     shell:
         "synthdeid --log {log:q} tapt-encoder --corpus {input.pii:q} {input.no_pii:q}"
-        " --config {params.settings:q} --out-dir {output.model:q} --threads {threads}"
+        " --settings {params.settings:q} --out-dir {output.model:q} --threads {threads}"

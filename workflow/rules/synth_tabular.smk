@@ -59,7 +59,7 @@ rule fit_dp_tabular:
     shell:
         "synthdeid --log {log:q} fit-dp-tabular --prepared {input.prepared:q}"
         " --spec {input.spec:q} --synthesizer {wildcards.synthesizer} {params.budget}"
-        " --options {params.options:q} --samples {params.samples} --rows {params.rows}"
+        " --settings {params.options:q} --samples {params.samples} --rows {params.rows}"
         " --seed {params.seed} --out {output.samples:q} --privacy-json {output.privacy:q}"
         " --threads {threads} --no-progress"
 
@@ -102,7 +102,7 @@ rule fit_dp_gan_tabular:
         'PYTHONPATH="$(dirname "$(dirname "$(command -v synthdeid)")")/opt/dpgan-overlay"'
         " synthdeid --log {log:q} fit-dp-tabular --prepared {input.prepared:q}"
         " --spec {input.spec:q} --synthesizer {wildcards.synthesizer} {params.budget}"
-        " --options {params.options:q} --samples {params.samples} --rows {params.rows}"
+        " --settings {params.options:q} --samples {params.samples} --rows {params.rows}"
         " --seed {params.seed} --out {output.samples:q} --privacy-json {output.privacy:q}"
         " --threads {threads} --no-progress"
 

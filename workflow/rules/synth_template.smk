@@ -149,12 +149,12 @@ use rule generate_templates as generate_control_templates with:
         "../../envs/cpu.yaml"
     resources:
         gpu=0,
+    # cache_dir and shard are generate_templates' (use rule ... with: replaces only the
+    # params it names; input, output and log it replaces whole)
     params:
         settings=as_json(
             synthesis.template_settings(TEMPLATE, backend={"kind": "none"})
         ),
-        cache_dir=LLM_CACHE_DIR,
-        shard=shard_flag,
 
 
 use rule fill_templates as fill_control_templates with:
@@ -175,7 +175,6 @@ use rule fill_templates as fill_control_templates with:
         "benchmarks/fill_control_templates/{corpus}.tsv"
     params:
         settings=as_json({**TEMPLATE["pools"], "against_seeds": False}),
-        seed_parts=config["mask"]["parts"],
 
 
 rule diagnose_synthetic:

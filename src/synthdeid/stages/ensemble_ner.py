@@ -2,14 +2,14 @@
 
 ``synthdeid ensemble-ner --member NAME=DIR --member NAME=DIR
 --validation V.parquet [--validation ...] --train T.parquet [--train ...]
---config JSON --run NAME --out-dir DIR``
+--settings JSON --run NAME --out-dir DIR``
 
 The members' token probabilities are averaged (:mod:`synthdeid.ner.ensemble`)
 and the ``O`` threshold is chosen on validation notes by the
-``operating_point`` rule of ``--config`` (the ``ner.training`` rule). Those
+``operating_point`` rule of ``--settings`` (the ``ner.training`` rule). Those
 notes are the members' validation parts, minus every note and every patient
 that any member trained on (``--train``: the members' mixture tables), so
-the threshold is never fitted on a training note. ``--config`` may also set
+the threshold is never fitted on a training note. ``--settings`` may also set
 ``regex_detectors`` (default: the union of the members').
 """
 
@@ -45,7 +45,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="a member's training mixture: its notes and patients leave the validation notes",
     )
     parser.add_argument(
-        "--config", type=json_object, default={}, help="JSON: operating_point, regex_detectors"
+        "--settings", type=json_object, default={}, help="JSON: operating_point, regex_detectors"
     )
     parser.add_argument("--run", default="ensemble", help="run name (model card)")
     parser.add_argument("--out-dir", required=True, type=output_dir)
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.ner.model import DeidTagger
     from synthdeid.ner.operating_point import OperatingPointRule, set_operating_point
 
-    config = _ensemble_config(args.config)
+    config = _ensemble_config(args.settings)
     rule = OperatingPointRule.from_mapping(config.get("operating_point") or {})
     set_threads(args.threads)
     notes, counts = validation_notes(

@@ -35,7 +35,9 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--synthesizer", required=True, help="mst, aim, pate_ctgan, ...")
     parser.add_argument("--epsilon", type=float, help="total epsilon (DP synthesizers only)")
     parser.add_argument("--preprocessor-epsilon", type=float, default=0.0)
-    parser.add_argument("--options", type=json_object, default={}, help="JSON: constructor options")
+    parser.add_argument(
+        "--settings", type=json_object, default={}, help="JSON: constructor options"
+    )
     parser.add_argument(
         "--samples", type=positive_int, default=10, help="independent samples to draw"
     )
@@ -62,7 +64,9 @@ def run(args: argparse.Namespace) -> None:
     prepared, _ = read_table(args.prepared, spec, ("split",))
     train, _ = split_parts(prepared, args.prepared)
     rows = args.rows or len(train)
-    fitted = fit_synthesizer(info, train, spec, budget=budget, options=args.options, seed=args.seed)
+    fitted = fit_synthesizer(
+        info, train, spec, budget=budget, options=args.settings, seed=args.seed
+    )
     parts = []
     for i in tqdm(range(args.samples), desc=f"sampling {info.name}", disable=args.no_progress):
         sample = fitted.sample(rows, seed=args.seed * 1000 + i + 1)
@@ -76,7 +80,7 @@ def run(args: argparse.Namespace) -> None:
         "dp": info.dp,
         "epsilon": args.epsilon if info.dp else None,
         "preprocessor_epsilon": args.preprocessor_epsilon if info.dp else None,
-        "options": args.options,
+        "options": args.settings,
         "samples": args.samples,
         "rows_per_sample": rows,
         "seed": args.seed,

@@ -10,7 +10,7 @@ the split notes table (default the seed part) and the base run's validation
 notes (``--validation``), less every note and every patient of the base
 run's training mixture (``--train``). The holdout is refused, as a part and
 as any note of the validation table: it is for the final scores.
-``--config`` (JSON) may set ``operating_point`` (the ``ner.training`` rule,
+``--settings`` (JSON) may set ``operating_point`` (the ``ner.training`` rule,
 default ``recall``), ``c_grid`` and ``max_folds`` (the grouped
 cross-validation that chooses ``C``). The base directory may be a trained
 model or an ensemble; the stacked directory points at it by a relative path.
@@ -70,7 +70,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated: first_names, last_names, cities, states, countries",
     )
     parser.add_argument(
-        "--config", type=json_object, default={}, help="JSON: operating_point, c_grid, max_folds"
+        "--settings", type=json_object, default={}, help="JSON: operating_point, c_grid, max_folds"
     )
     parser.add_argument("--run", default="stacked", help="run name (model card)")
     parser.add_argument("--out-dir", required=True, type=output_dir)
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.ner.stacker import StackerFitSettings
     from synthdeid.ner.stacker_card import save_stacked_directory
 
-    config = _stacker_config(args.config)
+    config = _stacker_config(args.settings)
     rule = OperatingPointRule.from_mapping(config.get("operating_point") or {})
     fit_settings = StackerFitSettings.from_mapping(config)
     set_threads(args.threads)

@@ -1,9 +1,9 @@
 """Task-adaptive pretraining: continue MLM training of the encoder on a notes corpus.
 
-``synthdeid tapt-encoder --corpus synthetic.parquet [more.parquet ...] --config JSON
+``synthdeid tapt-encoder --corpus synthetic.parquet [more.parquet ...] --settings JSON
 --out-dir DIR``
 
-``--config`` holds the ``ner.tapt`` mapping (:class:`synthdeid.ner.tapt.TaptConfig`).
+``--settings`` holds the ``ner.tapt`` mapping (:class:`synthdeid.ner.tapt.TaptConfig`).
 The directory gets the MLM weights, the tokenizer and ``synthdeid_tapt.json``
 (config, corpus digests, chunk counts, held-out MLM loss before and after);
 ``train-ner`` starts from it when ``ner.training.model`` names the directory.
@@ -38,7 +38,9 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="only notes of these split parts (default: every note)",
     )
-    parser.add_argument("--config", type=json_object, default={}, help="JSON: the ner.tapt mapping")
+    parser.add_argument(
+        "--settings", type=json_object, default={}, help="JSON: the ner.tapt mapping"
+    )
     parser.add_argument(
         "--out-dir", required=True, type=output_dir, help="checkpoint directory to write"
     )
@@ -55,7 +57,7 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.artifacts import make_provenance
     from synthdeid.ner.tapt import TaptConfig, continue_pretraining
 
-    config = TaptConfig.from_mapping(args.config)
+    config = TaptConfig.from_mapping(args.settings)
     texts: list[str] = []
     notes_per_file: dict[str, int] = {}
     for path in args.corpus:

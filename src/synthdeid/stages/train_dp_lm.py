@@ -63,9 +63,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     add_runtime_arguments(parser, threads_help="CPU threads", device_help="auto, cpu or cuda[:n]")
 
 
-def _check_settings(settings: Any) -> dict[str, Any]:
-    if not isinstance(settings, dict):
-        raise ConfigError("--settings must be a JSON object (the synth.dplm mapping)")
+def _check_settings(settings: dict[str, Any]) -> dict[str, Any]:
     unknown = sorted(set(settings) - SETTING_KEYS)
     if unknown:
         raise ConfigError(f"synth.dplm: unknown keys {unknown}; known: {sorted(SETTING_KEYS)}")

@@ -1,9 +1,9 @@
 """Train a de-identification model on a built mixture; write a Hugging Face model directory.
 
 ``synthdeid train-ner --train train.parquet --validation validation.parquet
---mixture-summary summary.json --config JSON --run NAME --out-dir DIR``
+--mixture-summary summary.json --settings JSON --run NAME --out-dir DIR``
 
-``--config`` holds the ``ner.training`` mapping (see config/README.md). A
+``--settings`` holds the ``ner.training`` mapping (see config/README.md). A
 compute-matched mixture's ``max_steps`` (in its summary) overrides the
 configured epochs. The directory gets the weights, tokenizer, ``synthdeid_ner.json``
 (labels, windows, operating point), ``training_history.json`` and a model card.
@@ -28,7 +28,7 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--validation", required=True, type=input_file, help="validation.parquet")
     parser.add_argument("--mixture-summary", type=input_file, default=None)
     parser.add_argument(
-        "--config", type=json_object, default={}, help="JSON: the ner.training mapping"
+        "--settings", type=json_object, default={}, help="JSON: the ner.training mapping"
     )
     parser.add_argument(
         "--soft-labels",
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> None:
     from synthdeid.ner.model_card import save_model_directory
     from synthdeid.ner.training import TrainingConfig, train
 
-    config = TrainingConfig.from_mapping(args.config)
+    config = TrainingConfig.from_mapping(args.settings)
     if args.threads and config.threads is None:
         config = replace(config, threads=args.threads)
     mixture = read_mixture_summary(args.mixture_summary) if args.mixture_summary else {}

@@ -14,6 +14,7 @@ from synthdeid.labels import LabelMap
 from synthdeid.split import check_fractions
 from synthdeid.teacher.teachers import check_settings as check_teacher_settings
 from synthdeid.workflow.ner_runs import NerRuns
+from synthdeid.workflow.pools import silver_pool, silver_teacher
 from synthdeid.workflow.teachers import Teachers
 
 # a node of the dependency graph between teachers and runs: ("teacher" | "run", name)
@@ -171,12 +172,12 @@ def run_dependencies(runs: NerRuns, run: str) -> list[Node]:
         return [("run", member) for member in entry["members"]]
     if "base" in entry:
         return [("run", entry["base"])]
-    teacher = runs.distill_teacher(run)
+    distilled_from = runs.distill_teacher(run)
     return [
-        ("teacher", pool.removeprefix("silver_"))
+        ("teacher", teacher)
         for pool in entry.get("pools", [])
-        if pool.startswith("silver_")
-    ] + ([("run", teacher)] if teacher else [])
+        if (teacher := silver_teacher(pool)) is not None
+    ] + ([("run", distilled_from)] if distilled_from else [])
 
 
 def check_teachers(teachers: Teachers, runs: NerRuns) -> None:
@@ -192,14 +193,15 @@ def check_teachers(teachers: Teachers, runs: NerRuns) -> None:
         student = entry.get("student")
         student_run = runs.named_run(student) if student else None
         student_pools = runs.runs[student_run].get("pools", []) if student_run else []
-        if student and f"silver_{name}" not in student_pools:
+        if student and silver_pool(name) not in student_pools:
             raise ConfigError(
-                f"{where}: student {student!r} must be an ner run whose pools include silver_{name}"
+                f"{where}: student {student!r} must be an ner run whose pools include "
+                f"{silver_pool(name)}"
             )
     for run in runs.runs:
         for kind, name in run_dependencies(runs, run):
             if kind == "teacher" and name not in teachers.entries:
-                raise ConfigError(f"ner run {run!r}: pool silver_{name} names no teacher")
+                raise ConfigError(f"ner run {run!r}: pool {silver_pool(name)} names no teacher")
     for name in teachers.entries:
         check_no_cycle(teachers, runs, name)
 

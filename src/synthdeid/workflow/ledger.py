@@ -13,6 +13,7 @@ from typing import Any
 
 from synthdeid.privacy_ledger import Release, check_budgets, compose
 from synthdeid.tabular.synthesizers import SYNTHESIZERS
+from synthdeid.workflow.synthesis import dp_lm_privacy_file
 from synthdeid.workflow.tabular import NON_DP, TabularRun, fit_rule, samples_path
 
 DPLM_MECHANISM = "DP-SGD (Opacus, Poisson sampling, RDP accountant)"
@@ -41,7 +42,7 @@ def release_specs(
             "name": DPLM_RELEASE,
             "mechanism": DPLM_MECHANISM,
             "population": corpus_population(corpus),
-            "file": f"results/train_dp_lm/{corpus}/dp/privacy.json",
+            "file": dp_lm_privacy_file(corpus),
             "derived": [
                 "sample_dp_lm: samples, pools dplm_pii and dplm_no_pii",
                 "tapt_encoder dplm: the encoder adapted to the samples",

@@ -15,6 +15,7 @@ from synthdeid.ner.sweeps import ARM
 from synthdeid.workflow.arguments import flags, joined, parent
 from synthdeid.workflow.ner_runs import NerRuns
 from synthdeid.workflow.pools import tapt_model
+from synthdeid.workflow.synthesis import dp_lm_privacy_file
 
 
 def mixture_file(corpus: str, run: str, name: str) -> str:
@@ -270,18 +271,13 @@ def train_benchmark(corpus: str, run: str) -> str:
     return f"benchmarks/train_ner/{corpus}/{run}.tsv"
 
 
-def privacy_file(corpus: str) -> str:
-    """The privacy record of the DP language model (epsilon, delta)."""
-    return f"results/train_dp_lm/{corpus}/dp/privacy.json"
-
-
 def study_inputs(runs: NerRuns, corpus: str) -> dict[str, str]:
     """Each trained run's mixture summary and train benchmark, and the DP model's privacy
     record where used."""
     inputs = {f"mixture_{run}": mixture_file(corpus, run, "summary.json") for run in runs.trained}
     inputs |= {f"benchmark_{run}": train_benchmark(corpus, run) for run in runs.trained}
     if runs.dp_model_runs():
-        inputs["privacy"] = privacy_file(corpus)
+        inputs["privacy"] = dp_lm_privacy_file(corpus)
     return inputs
 
 
@@ -304,7 +300,7 @@ def archive_inputs(runs: NerRuns, corpus: str, run: str) -> dict[str, str]:
         inputs["benchmark"] = train_benchmark(corpus, run)
         inputs["model"] = runs.model_dir(run, corpus)
     if run in runs.dp_model_runs():
-        inputs["privacy"] = privacy_file(corpus)
+        inputs["privacy"] = dp_lm_privacy_file(corpus)
     return inputs
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from synthdeid.errors import ConfigError
 from synthdeid.ner.sweeps import ARM, arms, expand_runs
+from synthdeid.workflow.pools import from_dp_language_model
 
 
 def reference_arm(
@@ -143,5 +144,5 @@ class NerRuns:
             run
             for run, entry in self.runs.items()
             if entry.get("tapt") == "dplm"
-            or any(p.startswith("dplm_") for p in entry.get("pools", []))
+            or any(from_dp_language_model(p) for p in entry.get("pools", []))
         ]

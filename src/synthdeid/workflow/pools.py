@@ -6,43 +6,77 @@ Paths are patterns with ``{corpus}`` (and ``{run}`` for a run's own encoder).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from synthdeid.workflow.arguments import flags
 
 
 @dataclass(frozen=True)
 class Pool:
-    """A labelled pool a mixture can draw from: its artifact, the split parts it takes, and,
-    for a pool released under keyed ids, the local map back to the original ids."""
+    """A labelled pool a mixture can draw from: its artifact, the split parts it takes, for a
+    pool released under keyed ids the local map back to the original ids, and whether its
+    notes passed through the DP language model (a run drawing on it inherits that model's
+    privacy record)."""
 
     path: str
     parts: tuple[str, ...]
     ids: str | None = None
+    from_dp_language_model: bool = False
+
+
+_SYNTHETIC = ("synthetic",)
+# the pools every config has, by the name ner.runs[].pools gives (the schema's enum lists
+# exactly these); ``{table}`` is synth.tabular.table.name
+POOLS: dict[str, Pool] = {
+    "surrogates": Pool(
+        "results/replace_surrogates/{corpus}/notes.parquet",
+        ("seed",),
+        ids="results/replace_surrogates/{corpus}/local/offsets.parquet",
+    ),
+    "template_pii": Pool("results/fill_templates/{corpus}/pii.parquet", _SYNTHETIC),
+    "template_no_pii": Pool("results/fill_templates/{corpus}/no_pii.parquet", _SYNTHETIC),
+    # the control of the template pool: backend none on the same seeds
+    "template_none": Pool("results/fill_control_templates/{corpus}/pii.parquet", _SYNTHETIC),
+    "dplm_pii": Pool(
+        "results/sample_dp_lm/{corpus}/dp/pii.parquet", _SYNTHETIC, from_dp_language_model=True
+    ),
+    "dplm_no_pii": Pool(
+        "results/sample_dp_lm/{corpus}/dp/no_pii.parquet", _SYNTHETIC, from_dp_language_model=True
+    ),
+    "tabular_reports": Pool("results/verbalize_tabular/{table}/pii.parquet", _SYNTHETIC),
+}
+# a teacher's silver pool is named silver_<teacher>
+SILVER_PREFIX = "silver_"
 
 
 def pool_table(
     table: str, silver: Mapping[str, str], teacher_parts: Sequence[str]
 ) -> dict[str, Pool]:
-    """Every pool by name; ``silver`` gives each teacher's silver labels (``silver_<teacher>``)."""
-    synthetic = ("synthetic",)
+    """Every pool by name, ``{table}`` filled; ``silver`` gives each teacher's silver labels
+    (pool ``silver_<teacher>``)."""
     pools = {
-        "surrogates": Pool(
-            "results/replace_surrogates/{corpus}/notes.parquet",
-            ("seed",),
-            ids="results/replace_surrogates/{corpus}/local/offsets.parquet",
-        ),
-        "template_pii": Pool("results/fill_templates/{corpus}/pii.parquet", synthetic),
-        "template_no_pii": Pool("results/fill_templates/{corpus}/no_pii.parquet", synthetic),
-        # the control of the template pool: backend none on the same seeds
-        "template_none": Pool("results/fill_control_templates/{corpus}/pii.parquet", synthetic),
-        "dplm_pii": Pool("results/sample_dp_lm/{corpus}/dp/pii.parquet", synthetic),
-        "dplm_no_pii": Pool("results/sample_dp_lm/{corpus}/dp/no_pii.parquet", synthetic),
-        "tabular_reports": Pool(f"results/verbalize_tabular/{table}/pii.parquet", synthetic),
+        name: replace(pool, path=pool.path.replace("{table}", table))
+        for name, pool in POOLS.items()
     }
     for teacher, path in silver.items():
-        pools[f"silver_{teacher}"] = Pool(path, tuple(teacher_parts))
+        pools[silver_pool(teacher)] = Pool(path, tuple(teacher_parts))
     return pools
+
+
+def silver_pool(teacher: str) -> str:
+    """The name of a teacher's silver pool."""
+    return f"{SILVER_PREFIX}{teacher}"
+
+
+def silver_teacher(pool: str) -> str | None:
+    """The teacher whose silver pool ``pool`` is, or None for any other pool."""
+    return pool.removeprefix(SILVER_PREFIX) if pool.startswith(SILVER_PREFIX) else None
+
+
+def from_dp_language_model(name: str) -> bool:
+    """Whether the pool ``name`` holds the DP language model's samples."""
+    pool = POOLS.get(name)
+    return pool is not None and pool.from_dp_language_model
 
 
 def pool_files(pools: Mapping[str, Pool], names: Sequence[str], corpus: str) -> dict[str, str]:

@@ -53,6 +53,11 @@ def dplm_training_settings(dplm: Mapping[str, Any], privacy: str) -> dict[str, A
     return {key: dplm[key] for key in keys}
 
 
+def dp_lm_privacy_file(corpus: str) -> str:
+    """The privacy record (epsilon, delta) of the DP language model (train_dp_lm, privacy dp)."""
+    return f"results/train_dp_lm/{corpus}/{DP}/privacy.json"
+
+
 def audit_inputs(models: Sequence[str], corpus: str) -> dict[str, str]:
     """Samples and model directory of every trained LM, named samples_<m> / model_<m>."""
     inputs = {}
