@@ -18,6 +18,26 @@ REPO = Path(__file__).resolve().parents[1]
 SLURM_CONF_AT_START = os.environ.get("SLURM_CONF")
 
 
+# The modules that take longest, longest first (seconds on 2 AMD EPYC cores: the demo run
+# and its reruns ~1,100; SLURM ~350; the local LLM ~270; PhysioNet ~170; shard resumption
+# ~130). pyproject's addopts run the tests on 2 workers, a module to a worker, in this
+# order (--dist loadfile --no-loadscope-reorder): these start first, one worker each,
+# and the many short modules fill in around them.
+LONGEST_FIRST = (
+    "test_workflow.py",
+    "test_slurm_workflow.py",
+    "test_llm_local.py",
+    "test_physionet_corpus.py",
+    "test_bench_scale.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules of LONGEST_FIRST first, in that order; the rest as collected."""
+    rank = {name: index for index, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO

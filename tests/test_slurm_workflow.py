@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -32,14 +31,12 @@ import pytest
 import yaml
 
 from synthdeid.shards import shard_path
+from workflow_helpers import PLUMBING, copy_workflow
 
 REPO = Path(__file__).resolve().parents[1]
 SLURM_SCRIPTS = REPO / "tests" / "slurm"
 VENV_BIN = Path(sys.executable).parent
 SNAKEMAKE = VENV_BIN / "snakemake"
-# what a workflow run needs; copied into the temporary run directory (envs/: the rules'
-# conda: files, which snakemake reads for its job metadata even without --sdm conda)
-WORKFLOW_PARTS = ("workflow", "config", "resources", "profiles", "envs")
 # One job of every kind the profile dispatches, not the whole demo DAG (the local
 # workflow tests run that): the GPU rule, one run from ingest to evaluation (train_ner
 # asks for a GPU too), masking and surrogates (sharded below), the template regime with
@@ -188,21 +185,9 @@ def ci_profile(workdir: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def workflow_run(slurm_cluster, tmp_path_factory) -> WorkflowRun:
-    """The workflow copied to a temporary directory and run through SLURM once."""
-    workdir = tmp_path_factory.mktemp("slurm-workflow")
-    for name in WORKFLOW_PARTS:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(
-                source,
-                workdir / name,
-                ignore=shutil.ignore_patterns("__pycache__", ".snakemake", "results", "logs"),
-            )
-        elif source.is_file():
-            shutil.copy2(source, workdir / name)
-        else:
-            pytest.fail(f"{source} is missing: the SLURM test runs the repository's workflow")
-
+    """The workflow copied to a temporary directory (one epoch per model, as the local
+    workflow tests run it: PLUMBING) and run through SLURM once."""
+    workdir = copy_workflow(REPO, tmp_path_factory.mktemp("slurm-workflow"), PLUMBING)
     return run_snakemake(workdir, [*TARGETS], ci_profile(workdir))
 
 

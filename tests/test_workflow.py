@@ -17,15 +17,16 @@ import yaml
 from synthdeid.artifacts import read_parquet_with_provenance
 from synthdeid.mask import PLACEHOLDER_RE, REMOVED_SCHEMA
 from synthdeid.notes import NOTES_SCHEMA, read_notes
-from workflow_helpers import copy_workflow, planned_jobs, snakemake
+from workflow_helpers import PLUMBING, copy_workflow, planned_jobs, snakemake
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def workdir(repo: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the workflow in which the demo default has been run once."""
-    target = copy_workflow(repo, tmp_path_factory.mktemp("workflow"))
+    """A copy of the workflow in which the demo default (one epoch per model: PLUMBING) has
+    been run once."""
+    target = copy_workflow(repo, tmp_path_factory.mktemp("workflow"), PLUMBING)
     snakemake(target)
     return target
 

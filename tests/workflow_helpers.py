@@ -6,11 +6,22 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 WORKFLOW_PARTS = ("workflow", "config", "resources", "envs", "profiles")
+# What the tests that run the demo change in its config: they check plumbing (the jobs,
+# artifacts, schemas and reruns), not how good a model gets, so each model that trains
+# for epochs trains for one. Written into the copy's config/config.yaml, so that every
+# later run and dry run in that copy sees it.
+PLUMBING: dict[str, Any] = {
+    "ner": {"training": {"epochs": 1}},
+    "synth": {"tabular": {"extraction": {"model": {"epochs": 1}}}},
+}
 
 
 def snakemake(
@@ -48,12 +59,31 @@ def planned_jobs(output: str) -> dict[str, int]:
     return jobs
 
 
-def copy_workflow(repo: Path, target: Path) -> Path:
-    """Copy the workflow (not results) into ``target``, a fresh working directory."""
+def copy_workflow(repo: Path, target: Path, overlay: Mapping[str, Any] | None = None) -> Path:
+    """Copy the workflow (not results) into ``target``, a fresh working directory; with
+    ``overlay``, merged into the copy's default config (:func:`merge_into_config`)."""
     for part in WORKFLOW_PARTS:
         source = repo / part
         if source.is_dir():
             shutil.copytree(source, target / part)
         else:
             shutil.copy2(source, target / part)
+    if overlay:
+        merge_into_config(target, overlay)
     return target
+
+
+def merge_into_config(workdir: Path, overlay: Mapping[str, Any]) -> None:
+    """Merge ``overlay`` into ``workdir``'s config/config.yaml, mapping by mapping."""
+    path = workdir / "config" / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    _merge(config, overlay)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _merge(config: dict[str, Any], overlay: Mapping[str, Any]) -> None:
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(config.get(key), dict):
+            _merge(config[key], value)
+        else:
+            config[key] = value

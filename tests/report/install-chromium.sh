@@ -18,11 +18,13 @@ if ! have_both; then
   fi
   export DEBIAN_FRONTEND=noninteractive
   pkgs=(chromium chromium-driver)
+  # the tests may run in parallel (pytest -n): wait for another apt-get's lock, never fail on it
+  lock=(-o DPkg::Lock::Timeout=900)
   log "installing: ${pkgs[*]}"
-  if ! apt-get install -y -q --no-install-recommends "${pkgs[@]}"; then
+  if ! apt-get install "${lock[@]}" -y -q --no-install-recommends "${pkgs[@]}"; then
     log "install failed; refreshing the package lists and trying again"
-    apt-get update -q
-    apt-get install -y -q --no-install-recommends "${pkgs[@]}"
+    apt-get update "${lock[@]}" -q
+    apt-get install "${lock[@]}" -y -q --no-install-recommends "${pkgs[@]}"
   fi
   have_both || {
     log "ERROR: chromium or chromedriver is still not on PATH"

@@ -48,7 +48,8 @@ done
 if ((${#missing[@]})); then
   log "installing: ${missing[*]} (log: $DIR/log/apt.log)"
   export DEBIAN_FRONTEND=noninteractive
-  aptopts=(-y -q --no-install-recommends)
+  # the tests may run in parallel (pytest -n): wait for another apt-get's lock, never fail on it
+  aptopts=(-y -q --no-install-recommends -o DPkg::Lock::Timeout=900)
   if [[ -n ${SLURM_CI_APT_CACHE:-} ]]; then
     mkdir -p "$SLURM_CI_APT_CACHE/partial"; aptopts+=(-o "Dir::Cache::archives=$SLURM_CI_APT_CACHE")
   fi
@@ -59,7 +60,7 @@ if ((${#missing[@]})); then
     chmod +x /usr/sbin/policy-rc.d; made_policy=1
   fi
   ok=1
-  apt-get update -q >"$DIR/log/apt.log" 2>&1 \
+  apt-get update -q -o DPkg::Lock::Timeout=900 >"$DIR/log/apt.log" 2>&1 \
     && apt-get install "${aptopts[@]}" "${missing[@]}" >>"$DIR/log/apt.log" 2>&1 || ok=0
   if ((made_policy)); then rm -f /usr/sbin/policy-rc.d; fi
   ((ok)) || { tail -30 "$DIR/log/apt.log"; die "apt-get update/install failed"; }
