@@ -12,6 +12,8 @@ import yaml
 
 from synthdeid.ingest import IngestResult, IngestSettings, ingest_corpus
 from synthdeid.labels import LabelMap
+from synthdeid.workflow.outputs import RuleOutputs
+from workflow_helpers import declared_outputs
 
 REPO = Path(__file__).resolve().parents[1]
 # SLURM_CONF as the test session found it (None: unset); _no_slurm_probe replaces it
@@ -41,6 +43,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def rule_outputs(repo: Path) -> RuleOutputs:
+    """Every rule's declared outputs, parsed from the workflow (once per session)."""
+    return declared_outputs(repo)
 
 
 @pytest.fixture(scope="session")

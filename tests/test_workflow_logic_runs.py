@@ -14,6 +14,7 @@ from synthdeid.errors import ConfigError
 from synthdeid.local_only import is_local_path
 from synthdeid.workflow import ner_inputs
 from synthdeid.workflow.ner_runs import NerRuns
+from synthdeid.workflow.outputs import Output, RuleOutputs
 from synthdeid.workflow.pools import (
     POOLS,
     SEED_TEXT_NOTES,
@@ -22,6 +23,7 @@ from synthdeid.workflow.pools import (
     from_dp_language_model,
     pool_arguments,
     pool_files,
+    pool_id_files,
     pool_parts,
     pool_table,
     silver_pool,
@@ -134,20 +136,24 @@ def test_a_name_gives_a_run_or_its_arms_first_seed(table: NerRuns) -> None:
 # ---------------------------------------------------------------- pools and encoders
 
 
-def test_pools_with_the_teachers_silver_pools() -> None:
-    pools = pool_table(
-        "breast_cancer",
-        {"union": "results/combine_teachers/{corpus}/union/pool/silver.parquet"},
-        ["seed", "train"],
+def test_pools_with_the_teachers_silver_pools(rule_outputs: RuleOutputs) -> None:
+    union = Output("combine_teachers", "silver", {"teacher": "union", "subset": "pool"})
+    pools = pool_table("breast_cancer", {"union": union}, ["seed", "train"])
+    assert rule_outputs.path(pools["template_none"].file, corpus="demo") == (
+        "results/fill_control_templates/demo/pii.parquet"
     )
-    assert pools["template_none"].path == "results/fill_control_templates/{corpus}/pii.parquet"
-    assert pools["tabular_reports"].path == "results/verbalize_tabular/breast_cancer/pii.parquet"
+    assert rule_outputs.path(pools["tabular_reports"].file) == (
+        "results/verbalize_tabular/breast_cancer/pii.parquet"
+    )
     assert pools["silver_union"].parts == ("seed", "train")
     names = ["surrogates", "dplm_pii", "silver_union"]
-    assert pool_files(pools, names, "demo") == {
+    assert pool_files(pools, names, "demo", rule_outputs) == {
         "surrogates": "results/replace_surrogates/demo/notes.parquet",
         "dplm_pii": "results/sample_dp_lm/demo/dp/pii.parquet",
         "silver_union": "results/combine_teachers/demo/union/pool/silver.parquet",
+    }
+    assert pool_id_files(pools, names, "demo", rule_outputs) == {
+        "ids_surrogates": "results/replace_surrogates/demo/local/offsets.parquet"
     }
     assert pool_parts(pools, names) == ["seed", "synthetic", "train"]
     assert pool_parts(pools, []) == ["seed"]
@@ -172,29 +178,36 @@ def test_a_pool_says_whether_it_holds_the_dp_language_models_samples() -> None:
     assert silver_teacher("surrogates") is None
 
 
-def test_adapted_encoders_lie_in_their_rules_folders() -> None:
-    assert tapt_model(None, "demo", "real") is None
-    assert tapt_model("own", "demo", "real") == "results/tapt_encoder_own/demo/real/model"
-    assert tapt_model("seeds_masked", "demo", "real") == (
+def test_adapted_encoders_lie_in_their_rules_folders(rule_outputs: RuleOutputs) -> None:
+    assert tapt_model(None, "demo", "real", rule_outputs) is None
+    assert tapt_model("own", "demo", "real", rule_outputs) == (
+        "results/tapt_encoder_own/demo/real/model"
+    )
+    assert tapt_model("seeds_masked", "demo", "real", rule_outputs) == (
         "results/tapt_encoder_seeds/demo/masked/model"
     )
-    for name, path in TAPT_MODELS.items():
-        rule = "tapt_encoder" if name == "dplm" else f"tapt_encoder_{name.split('_')[0]}"
-        assert path.startswith(f"results/{rule}/")
+    assert (
+        tapt_model("dplm", "demo", "real", rule_outputs) == "results/tapt_encoder/demo/dplm/model"
+    )
     assert set(SEED_TEXT_NOTES) == {
         name.removeprefix("seeds_") for name in TAPT_MODELS if name.startswith("seeds_")
     }
+    assert rule_outputs.path(SEED_TEXT_NOTES["masked"], corpus="demo") == (
+        "results/mask_seeds/demo/masked.parquet"
+    )
 
 
 # ---------------------------------------------------------------- NER rule inputs
 
 
-def test_training_inputs_and_settings_follow_tapt(table: NerRuns) -> None:
-    assert ner_inputs.tapt_input(table, "real", "demo") == {}
-    assert ner_inputs.training_settings(table, "real", "demo") == TRAINING
+def test_training_inputs_and_settings_follow_tapt(
+    table: NerRuns, rule_outputs: RuleOutputs
+) -> None:
+    assert ner_inputs.tapt_input(table, "real", "demo", rule_outputs) == {}
+    assert ner_inputs.training_settings(table, "real", "demo", rule_outputs) == TRAINING
     own = "results/tapt_encoder_own/demo/tapt/model"
-    assert ner_inputs.tapt_input(table, "tapt", "demo") == {"tapt": own}
-    assert ner_inputs.training_settings(table, "tapt", "demo")["model"] == own
+    assert ner_inputs.tapt_input(table, "tapt", "demo", rule_outputs) == {"tapt": own}
+    assert ner_inputs.training_settings(table, "tapt", "demo", rule_outputs)["model"] == own
 
 
 def test_ensemble_and_stacked_inputs_and_arguments(table: NerRuns) -> None:
@@ -231,7 +244,7 @@ ARM_STUDENT = {"name": "arm_student", "distill_from": "dplm-syn25", "mixture": M
 DISTILL = {"distill_alpha": 0.7, "distill_temperature": 2.0}
 
 
-def test_only_a_distilled_run_reads_its_teachers_soft_labels() -> None:
+def test_only_a_distilled_run_reads_its_teachers_soft_labels(rule_outputs: RuleOutputs) -> None:
     distilled = NerRuns.from_config(
         ner(REAL, SWEPT, TAPT, ENSEMBLE, STUDENT, ARM_STUDENT, training={**TRAINING, **DISTILL})
     )
@@ -258,8 +271,11 @@ def test_only_a_distilled_run_reads_its_teachers_soft_labels() -> None:
     assert ner_inputs.distill_arguments(inputs) == "--soft-labels 'a b/soft_labels.parquet'"
     assert ner_inputs.distill_arguments(InputFiles(fromdict={"train": "soft_labels"})) == ""
     # the distillation settings reach only the distilled runs: changing them reruns no other
-    assert ner_inputs.training_settings(distilled, "student", "demo") == {**TRAINING, **DISTILL}
-    assert ner_inputs.training_settings(distilled, "real", "demo") == TRAINING
+    assert ner_inputs.training_settings(distilled, "student", "demo", rule_outputs) == {
+        **TRAINING,
+        **DISTILL,
+    }
+    assert ner_inputs.training_settings(distilled, "real", "demo", rule_outputs) == TRAINING
 
 
 def test_compare_ner_gets_every_run_its_arm_and_every_cross_corpus_score(table: NerRuns) -> None:

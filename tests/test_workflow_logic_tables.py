@@ -22,6 +22,7 @@ from synthdeid.errors import ConfigError
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.workflow import arguments, corpora, synthesis, tabular
 from synthdeid.workflow.ner_runs import NerRuns
+from synthdeid.workflow.outputs import RuleOutputs
 from synthdeid.workflow.tables import Tables
 from synthdeid.workflow.teachers import Teachers, model_argument, silver_argument
 
@@ -53,20 +54,20 @@ def demo(monkeypatch_module: pytest.MonkeyPatch) -> Tables:
 # ---------------------------------------------------------------- the whole demo config
 
 
-def test_the_demo_tables(demo: Tables) -> None:
+def test_the_demo_tables(demo: Tables, rule_outputs: RuleOutputs) -> None:
     assert (demo.corpus, demo.table) == ("demo", "breast_cancer")
     assert demo.runs.reference_run == "real_only"
     assert demo.runs.ensembles == {"real_surrogate_ensemble": ["real_only", "surrogate_aug"]}
     assert set(demo.teachers.entries) == {"model", "rules", "ensemble"}
-    assert demo.pools["silver_ensemble"].path == (
-        "results/combine_teachers/{corpus}/ensemble/pool/silver.parquet"
+    assert rule_outputs.path(demo.pools["silver_ensemble"].file, corpus="demo") == (
+        "results/combine_teachers/demo/ensemble/pool/silver.parquet"
     )
     assert list(demo.evaluation_corpora) == ["demo_external"]
     assert len(demo.tabular_runs) == 6
 
 
-def test_the_demo_targets(demo: Tables) -> None:
-    targets = demo.targets()
+def test_the_demo_targets(demo: Tables, rule_outputs: RuleOutputs) -> None:
+    targets = demo.targets(rule_outputs)
     assert "results/evaluate_ner/demo/silver_student/metrics.json" in targets
     assert "results/report_errors/demo/real_only/summary.json" in targets
     assert "results/evaluate_tabular/breast_cancer/comparison.json" in targets
@@ -135,33 +136,36 @@ def real_runs() -> NerRuns:
     )
 
 
-def test_teacher_folders_settings_and_gpus() -> None:
+def test_teacher_outputs_settings_and_gpus(rule_outputs: RuleOutputs) -> None:
     table = teacher_table()
-    assert table.folder("model", "pool") == "results/label_teacher/{corpus}/model/pool"
-    assert table.folder("union", "holdout") == "results/combine_teachers/{corpus}/union/holdout"
-    assert table.silver_pools()["union"] == (
-        "results/combine_teachers/{corpus}/union/pool/silver.parquet"
+    assert table.step("model") == "label_teacher"
+    assert table.step("union") == "combine_teachers"
+    assert rule_outputs.path(table.labels("union", "holdout", "summary"), corpus="demo") == (
+        "results/combine_teachers/demo/union/holdout/summary.json"
+    )
+    assert rule_outputs.path(table.silver_pools()["union"], corpus="demo") == (
+        "results/combine_teachers/demo/union/pool/silver.parquet"
     )
     assert table.settings("union") == {"kind": "ensemble", "members": ["model", "llm"]}
     assert [table.gpus(name) for name in table.entries] == [1, 1, 1, 0, 0]
 
 
-def test_teacher_inputs_and_the_files_other_rules_read() -> None:
+def test_teacher_inputs_and_the_files_other_rules_read(rule_outputs: RuleOutputs) -> None:
     table, runs = teacher_table(), real_runs()
-    assert table.inputs("model", "demo", runs) == {
+    assert table.inputs("model", "demo", runs, rule_outputs) == {
         "notes": "results/split_notes/demo/notes.parquet",
         "model": "results/train_ner/demo/real-seed1/model",
     }
-    assert table.inputs("path", "demo", runs)["model"] == "/models/deid"
-    assert "model" not in table.inputs("llm", "demo", runs)
-    assert table.member_files("union", "pool", "demo") == {
+    assert table.inputs("path", "demo", runs, rule_outputs)["model"] == "/models/deid"
+    assert "model" not in table.inputs("llm", "demo", runs, rule_outputs)
+    assert table.member_files("union", "pool", "demo", rule_outputs) == {
         "model": "results/label_teacher/demo/model/pool/metadata.parquet",
         "llm": "results/label_teacher/demo/llm/pool/metadata.parquet",
     }
-    assert table.labels_file("union", "holdout", "demo") == (
+    assert table.labels_file("union", "holdout", "demo", rule_outputs) == (
         "results/combine_teachers/demo/union/holdout/labels.parquet"
     )
-    assert table.labels_file("model", "pool", "demo") == (
+    assert table.labels_file("model", "pool", "demo", rule_outputs) == (
         "results/label_teacher/demo/model/pool/silver.parquet"
     )
     # the student names an arm: its first training seed is the run compared
@@ -187,12 +191,12 @@ def test_teacher_cli_arguments() -> None:
     assert silver_argument("union", "e/union/pool/metrics.json") == "--silver union=e/union/pool"
 
 
-def test_teacher_targets_follow_noise_and_students() -> None:
-    assert teacher_table().targets("demo")[:2] == [
+def test_teacher_targets_follow_noise_and_students(rule_outputs: RuleOutputs) -> None:
+    assert teacher_table().targets("demo", rule_outputs)[:2] == [
         "results/measure_silver_noise/demo/model/silver_noise.md",
         "results/measure_silver_noise/demo/path/silver_noise.md",
     ]
-    quiet = teacher_table(noise=False).targets("demo")
+    quiet = teacher_table(noise=False).targets("demo", rule_outputs)
     assert quiet[0] == "results/label_teacher/demo/model/pool/silver.parquet"
     assert quiet[-1] == "results/compare_teacher/demo/union/distillation.md"
     assert len(quiet) == 5
@@ -346,13 +350,15 @@ def test_evaluation_corpora_by_name() -> None:
 # ---------------------------------------------------------------- anchors
 
 
-def test_anchors_are_scored_runs_of_the_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_anchors_are_scored_runs_of_the_tables(
+    monkeypatch: pytest.MonkeyPatch, rule_outputs: RuleOutputs
+) -> None:
     monkeypatch.chdir(REPO)
     anchors = [{"name": "deidpl", "path": "a.jsonl"}, {"name": "other", "path_env": "OTHER"}]
     tables = Tables.from_config(validated({"evaluation": {"anchors": anchors}}))
     assert list(tables.anchors) == ["deidpl", "other"]
     assert tables.anchors["other"]["path_env"] == "OTHER"
-    targets = tables.targets()
+    targets = tables.targets(rule_outputs)
     assert "results/evaluate_ner/demo/deidpl/metrics.json" in targets
     assert "results/evaluate_ner/demo/other/metrics.json" in targets
     assert Tables.from_config(validated()).anchors == {}

@@ -27,6 +27,7 @@ from synthdeid.workflow import (
 )
 from synthdeid.workflow.arguments import as_json, folder_of, label_map_json
 from synthdeid.workflow.environment import ensure_cli_on_path
+from synthdeid.workflow.outputs import Output, RuleOutputs
 from synthdeid.workflow.sharding import (
     SHARD_PATTERN,
     shard_counts,
@@ -139,13 +140,27 @@ wildcard_constraints:
     shard=SHARD_PATTERN,
 
 
+@functools.cache
+def rule_outputs():
+    """Every rule's declared outputs, which the tables name instead of paths
+    (synthdeid.workflow.outputs): read once every rule is defined, by `rule all` and
+    the input functions."""
+    return RuleOutputs.from_rules(workflow.rules)
+
+
 def all_targets():
-    return [*TABLES.targets(), f"results/list_provenance/{CORPUS}/provenance.json"]
+    provenance = Output("list_provenance", "record")
+    return [
+        *TABLES.targets(rule_outputs()),
+        rule_outputs().path(provenance, corpus=CORPUS),
+    ]
 
 
-def provenance_inputs():
+def provenance_inputs(wildcards):
     """The final artifacts that record their provenance (Parquet and JSON targets)."""
-    return [t for t in TABLES.targets() if t.endswith((".parquet", ".json"))]
+    return [
+        t for t in TABLES.targets(rule_outputs()) if t.endswith((".parquet", ".json"))
+    ]
 
 
 def distinct_runs(wildcards_or_corpus):

@@ -25,7 +25,7 @@ rule list_provenance:
     output: provenance.json, provenance.md, provenance.html (report)
     """
     input:
-        provenance_inputs(),
+        provenance_inputs,
     output:
         record="results/list_provenance/{corpus}/provenance.json",
         markdown="results/list_provenance/{corpus}/provenance.md",

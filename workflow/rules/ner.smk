@@ -7,8 +7,16 @@ rule build_mixture:
             patients held out), summary.json (realized sizes, VetSynth Table 2)
     """
     input:
-        unpack(lambda w: pools.pool_files(POOLS, NER_RUNS[w.run]["pools"], w.corpus)),
-        unpack(lambda w: pools.pool_id_files(POOLS, NER_RUNS[w.run]["pools"], w.corpus)),
+        unpack(
+            lambda w: pools.pool_files(
+                POOLS, NER_RUNS[w.run]["pools"], w.corpus, rule_outputs()
+            )
+        ),
+        unpack(
+            lambda w: pools.pool_id_files(
+                POOLS, NER_RUNS[w.run]["pools"], w.corpus, rule_outputs()
+            )
+        ),
         notes=rules.split_notes.output.notes,
     output:
         train="results/build_mixture/{corpus}/{run}/train.parquet",
@@ -99,7 +107,9 @@ rule tapt_encoder_seeds:
     GPU rule: one GPU on SLURM.
     """
     input:
-        notes=lambda w: pools.SEED_TEXT_NOTES[w.text].format(corpus=w.corpus),
+        notes=lambda w: rule_outputs().path(
+            pools.SEED_TEXT_NOTES[w.text], corpus=w.corpus
+        ),
     output:
         model=directory("results/tapt_encoder_seeds/{corpus}/{text}/model"),
     log:
@@ -167,7 +177,7 @@ rule train_ner:
     (soft_label_ner; ner.training.distill_alpha / distill_temperature).
     """
     input:
-        unpack(lambda w: ner_inputs.tapt_input(RUNS, w.run, w.corpus)),
+        unpack(lambda w: ner_inputs.tapt_input(RUNS, w.run, w.corpus, rule_outputs())),
         unpack(lambda w: ner_inputs.distill_input(RUNS, w.run, w.corpus)),
         train=rules.build_mixture.output.train,
         validation=rules.build_mixture.output.validation,
@@ -186,7 +196,9 @@ rule train_ner:
         mem_mb=12000,
         runtime=240,
     params:
-        settings=lambda w: as_json(ner_inputs.training_settings(RUNS, w.run, w.corpus)),
+        settings=lambda w: as_json(
+            ner_inputs.training_settings(RUNS, w.run, w.corpus, rule_outputs())
+        ),
         # the teacher run of a distilled run (distill_from): a new teacher reruns it
         distill_from=lambda w: RUNS.distill_teacher(w.run) or "",
         soft_labels=lambda w, input: ner_inputs.distill_arguments(input),

@@ -9,7 +9,7 @@ rule label_teacher:
     joined by gather_label_teacher. The shards share the answer cache.
     """
     input:
-        unpack(lambda w: TEACHERS.inputs(w.teacher, w.corpus, RUNS)),
+        unpack(lambda w: TEACHERS.inputs(w.teacher, w.corpus, RUNS, rule_outputs())),
     output:
         labels=sharded(
             "results/label_teacher/{corpus}/{teacher}/{subset}/labels.parquet",
@@ -121,7 +121,11 @@ ruleorder: label_teacher > gather_label_teacher
 rule combine_teachers:
     """Combine member teachers' labels into an ensemble teacher's (union or vote per label)."""
     input:
-        unpack(lambda w: TEACHERS.member_files(w.teacher, w.subset, w.corpus)),
+        unpack(
+            lambda w: TEACHERS.member_files(
+                w.teacher, w.subset, w.corpus, rule_outputs()
+            )
+        ),
     output:
         labels="results/combine_teachers/{corpus}/{teacher}/{subset}/labels.parquet",
         silver="results/combine_teachers/{corpus}/{teacher}/{subset}/silver.parquet",
@@ -146,7 +150,9 @@ rule evaluate_teacher:
     """Score a teacher's labels against gold: the holdout notes, or its silver pool (label noise)."""
     input:
         gold=rules.split_notes.output.notes,
-        labels=lambda w: TEACHERS.labels_file(w.teacher, w.subset, w.corpus),
+        labels=lambda w: TEACHERS.labels_file(
+            w.teacher, w.subset, w.corpus, rule_outputs()
+        ),
     output:
         metrics="results/evaluate_teacher/{corpus}/{teacher}/{subset}/metrics.json",
         table="results/evaluate_teacher/{corpus}/{teacher}/{subset}/metrics.md",

@@ -6,6 +6,7 @@ raises :class:`~synthdeid.errors.ConfigError`, which common.smk turns into a
 WorkflowError); the rules' input and params functions are thin calls into:
 
 - :mod:`~synthdeid.workflow.tables`: every table, built after every check
+- :mod:`~synthdeid.workflow.outputs`: rule outputs by name; their paths are the rules' own
 - :mod:`~synthdeid.workflow.checks`: the cross-checks
 - :mod:`~synthdeid.workflow.ner_runs`: the expanded NER runs, arms and kinds of run
 - :mod:`~synthdeid.workflow.ner_inputs`: inputs, settings and arguments of the NER rules

@@ -14,6 +14,7 @@ from synthdeid.ner.duplicates import RunPlan, read_plan, settings_digest
 from synthdeid.ner.sweeps import ARM
 from synthdeid.workflow.arguments import flags, joined, parent
 from synthdeid.workflow.ner_runs import NerRuns
+from synthdeid.workflow.outputs import RuleOutputs
 from synthdeid.workflow.pools import tapt_model
 from synthdeid.workflow.synthesis import dp_lm_privacy_file
 
@@ -40,14 +41,14 @@ def cross_metrics_file(corpus: str, run: str, target: str) -> str:
     return f"results/evaluate_ner_cross/{corpus}/{run}/{target}/metrics.json"
 
 
-def run_tapt_model(runs: NerRuns, run: str, corpus: str) -> str | None:
+def run_tapt_model(runs: NerRuns, run: str, corpus: str, outputs: RuleOutputs) -> str | None:
     """The adapted encoder a run starts from, or None for a run without TAPT."""
-    return tapt_model(runs.runs[run].get("tapt"), corpus, run)
+    return tapt_model(runs.runs[run].get("tapt"), corpus, run, outputs)
 
 
-def tapt_input(runs: NerRuns, run: str, corpus: str) -> dict[str, str]:
+def tapt_input(runs: NerRuns, run: str, corpus: str, outputs: RuleOutputs) -> dict[str, str]:
     """train_ner's TAPT input: the adapted encoder (nothing for a run without TAPT)."""
-    model = run_tapt_model(runs, run, corpus)
+    model = run_tapt_model(runs, run, corpus, outputs)
     return {"tapt": model} if model else {}
 
 
@@ -55,12 +56,12 @@ def tapt_input(runs: NerRuns, run: str, corpus: str) -> dict[str, str]:
 DISTILL_KEYS = ("distill_alpha", "distill_temperature")
 
 
-def training_settings(runs: NerRuns, run: str, corpus: str) -> dict[str, Any]:
+def training_settings(runs: NerRuns, run: str, corpus: str, outputs: RuleOutputs) -> dict[str, Any]:
     """The run's training settings; a run with `tapt` starts from the adapted encoder. The
     distillation keys are left out of a run without `distill_from` (unused there), so that
     changing them reruns only the distilled runs."""
     settings = used_training(runs, run)
-    model = run_tapt_model(runs, run, corpus)
+    model = run_tapt_model(runs, run, corpus, outputs)
     if model:
         settings["model"] = model
     return settings

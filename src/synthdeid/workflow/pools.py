@@ -1,6 +1,7 @@
 """What a run trains from besides the real notes: labelled pools and adapted encoders.
 
-Paths are patterns with ``{corpus}`` (and ``{run}`` for a run's own encoder).
+Each is a rule's :class:`~synthdeid.workflow.outputs.Output`; its path is the rule's own
+declaration, filled with the corpus (and the run, for a run's own encoder).
 """
 
 from __future__ import annotations
@@ -9,57 +10,61 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from synthdeid.workflow.arguments import flags
+from synthdeid.workflow.outputs import Output, RuleOutputs
+from synthdeid.workflow.synthesis import DP
 
 
 @dataclass(frozen=True)
 class Pool:
-    """A labelled pool a mixture can draw from: its artifact, the split parts it takes, for a
-    pool released under keyed ids the local map back to the original ids, and whether its
-    notes passed through the DP language model (a run drawing on it inherits that model's
-    privacy record)."""
+    """A labelled pool a mixture can draw from: the output that holds it, the split parts it
+    takes, for a pool released under keyed ids the output mapping them back to the original
+    ids, and whether its notes passed through the DP language model (a run drawing on it
+    inherits that model's privacy record)."""
 
-    path: str
+    file: Output
     parts: tuple[str, ...]
-    ids: str | None = None
+    ids: Output | None = None
     from_dp_language_model: bool = False
 
 
 _SYNTHETIC = ("synthetic",)
 # the pools every config has, by the name ner.runs[].pools gives (the schema's enum lists
-# exactly these); ``{table}`` is synth.tabular.table.name
+# exactly these). replace_surrogates' joined outputs are gather_replace_surrogates'
+# declaration of the same files (one job or N shards, the same path).
 POOLS: dict[str, Pool] = {
     "surrogates": Pool(
-        "results/replace_surrogates/{corpus}/notes.parquet",
+        Output("gather_replace_surrogates", "notes"),
         ("seed",),
-        ids="results/replace_surrogates/{corpus}/local/offsets.parquet",
+        ids=Output("gather_replace_surrogates", "offsets"),
     ),
-    "template_pii": Pool("results/fill_templates/{corpus}/pii.parquet", _SYNTHETIC),
-    "template_no_pii": Pool("results/fill_templates/{corpus}/no_pii.parquet", _SYNTHETIC),
+    "template_pii": Pool(Output("fill_templates", "pii"), _SYNTHETIC),
+    "template_no_pii": Pool(Output("fill_templates", "no_pii"), _SYNTHETIC),
     # the control of the template pool: backend none on the same seeds
-    "template_none": Pool("results/fill_control_templates/{corpus}/pii.parquet", _SYNTHETIC),
+    "template_none": Pool(Output("fill_control_templates", "pii"), _SYNTHETIC),
     "dplm_pii": Pool(
-        "results/sample_dp_lm/{corpus}/dp/pii.parquet", _SYNTHETIC, from_dp_language_model=True
+        Output("sample_dp_lm", "pii", {"privacy": DP}), _SYNTHETIC, from_dp_language_model=True
     ),
     "dplm_no_pii": Pool(
-        "results/sample_dp_lm/{corpus}/dp/no_pii.parquet", _SYNTHETIC, from_dp_language_model=True
+        Output("sample_dp_lm", "no_pii", {"privacy": DP}),
+        _SYNTHETIC,
+        from_dp_language_model=True,
     ),
-    "tabular_reports": Pool("results/verbalize_tabular/{table}/pii.parquet", _SYNTHETIC),
+    "tabular_reports": Pool(Output("verbalize_tabular", "pii"), _SYNTHETIC),
 }
 # a teacher's silver pool is named silver_<teacher>
 SILVER_PREFIX = "silver_"
 
 
 def pool_table(
-    table: str, silver: Mapping[str, str], teacher_parts: Sequence[str]
+    table: str, silver: Mapping[str, Output], teacher_parts: Sequence[str]
 ) -> dict[str, Pool]:
-    """Every pool by name, ``{table}`` filled; ``silver`` gives each teacher's silver labels
+    """Every pool by name, its ``{table}`` fixed; ``silver`` gives each teacher's silver labels
     (pool ``silver_<teacher>``)."""
     pools = {
-        name: replace(pool, path=pool.path.replace("{table}", table))
-        for name, pool in POOLS.items()
+        name: replace(pool, file=pool.file.fixing(table=table)) for name, pool in POOLS.items()
     }
-    for teacher, path in silver.items():
-        pools[silver_pool(teacher)] = Pool(path, tuple(teacher_parts))
+    for teacher, output in silver.items():
+        pools[silver_pool(teacher)] = Pool(output, tuple(teacher_parts))
     return pools
 
 
@@ -79,15 +84,19 @@ def from_dp_language_model(name: str) -> bool:
     return pool is not None and pool.from_dp_language_model
 
 
-def pool_files(pools: Mapping[str, Pool], names: Sequence[str], corpus: str) -> dict[str, str]:
+def pool_files(
+    pools: Mapping[str, Pool], names: Sequence[str], corpus: str, outputs: RuleOutputs
+) -> dict[str, str]:
     """The pools of one run, as named inputs of build_mixture."""
-    return {name: pools[name].path.format(corpus=corpus) for name in names}
+    return {name: outputs.path(pools[name].file, corpus=corpus) for name in names}
 
 
-def pool_id_files(pools: Mapping[str, Pool], names: Sequence[str], corpus: str) -> dict[str, str]:
+def pool_id_files(
+    pools: Mapping[str, Pool], names: Sequence[str], corpus: str, outputs: RuleOutputs
+) -> dict[str, str]:
     """The local id maps of a run's pools that have one, as named inputs (``ids_<pool>``)."""
     return {
-        f"ids_{name}": ids.format(corpus=corpus)
+        f"ids_{name}": outputs.path(ids, corpus=corpus)
         for name in names
         if (ids := pools[name].ids) is not None
     }
@@ -113,21 +122,21 @@ def pool_arguments(names: Sequence[str], inputs: Mapping[str, str]) -> str:
 
 
 # encoders after task-adaptive pretraining, by the name a run gives in `tapt`
-TAPT_MODELS = {
-    "dplm": "results/tapt_encoder/{corpus}/dplm/model",
-    "own": "results/tapt_encoder_own/{corpus}/{run}/model",
-    "seeds_masked": "results/tapt_encoder_seeds/{corpus}/masked/model",
-    "seeds_surrogates": "results/tapt_encoder_seeds/{corpus}/surrogates/model",
+TAPT_MODELS: dict[str, Output] = {
+    "dplm": Output("tapt_encoder", "model"),
+    "own": Output("tapt_encoder_own", "model"),
+    "seeds_masked": Output("tapt_encoder_seeds", "model", {"text": "masked"}),
+    "seeds_surrogates": Output("tapt_encoder_seeds", "model", {"text": "surrogates"}),
 }
 # the seed notes tapt_encoder_seeds reads: masked (mask_seeds) or with surrogates
-SEED_TEXT_NOTES = {
-    "masked": "results/mask_seeds/{corpus}/masked.parquet",
-    "surrogates": "results/replace_surrogates/{corpus}/notes.parquet",
+SEED_TEXT_NOTES: dict[str, Output] = {
+    "masked": Output("mask_seeds", "masked"),
+    "surrogates": POOLS["surrogates"].file,
 }
 
 
-def tapt_model(tapt: str | None, corpus: str, run: str) -> str | None:
+def tapt_model(tapt: str | None, corpus: str, run: str, outputs: RuleOutputs) -> str | None:
     """The adapted encoder a run with ``tapt`` starts from, or None for a run without TAPT."""
     if not tapt:
         return None
-    return TAPT_MODELS[tapt].format(corpus=corpus, run=run)
+    return outputs.path(TAPT_MODELS[tapt], corpus=corpus, run=run)

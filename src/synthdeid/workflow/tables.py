@@ -17,12 +17,28 @@ from synthdeid.workflow.checks import (
     check_teachers,
 )
 from synthdeid.workflow.corpora import anchors, evaluation_corpora
-from synthdeid.workflow.ner_inputs import metrics_file
 from synthdeid.workflow.ner_runs import NerRuns
+from synthdeid.workflow.outputs import Output, RuleOutputs
 from synthdeid.workflow.pools import Pool, pool_table
 from synthdeid.workflow.surrogate_key import check_demo_key
 from synthdeid.workflow.tabular import TabularRun, tabular_runs
 from synthdeid.workflow.teachers import Teachers
+
+# what every config builds, besides the runs' and teachers' outputs (Tables.targets)
+FINAL_OUTPUTS = (
+    Output("ingest_corpus", "notes"),
+    Output("split_notes", "notes"),
+    Output("mask_seeds", "masked"),
+    Output("plot_corpus_overview", "figure"),
+    Output("gather_replace_surrogates", "notes"),
+    Output("fill_templates", "pii"),
+    Output("diagnose_synthetic", "json"),
+    Output("audit_dp_lm", "json"),
+    Output("evaluate_tabular", "json"),
+    Output("check_faithfulness", "json"),
+    Output("extract_tabular", "json"),
+    Output("ledger_privacy", "record"),
+)
 
 
 @dataclass(frozen=True)
@@ -81,33 +97,18 @@ class Tables:
             skip_degenerate_arms=ner.get("degenerate_arms") == "skip",
         )
 
-    def targets(self) -> list[str]:
+    def targets(self, outputs: RuleOutputs) -> list[str]:
         """What `snakemake` (rule all) builds: every stage's final outputs."""
         corpus, table = self.corpus, self.table
+        final = [*FINAL_OUTPUTS]
+        # with degenerate arms skipped, compare_ner asks for the runs the plan keeps
+        evaluated = [*([] if self.skip_degenerate_arms else self.runs.runs), *self.anchors]
+        final += [Output("evaluate_ner", "metrics", {"run": run}) for run in evaluated]
+        final += [
+            Output("report_errors", "summary", {"run": run}) for run in self.error_report_runs
+        ]
+        final += [Output("compare_ner", "figure"), Output("tabulate_study", "figure")]
         return [
-            f"results/ingest_corpus/{corpus}/notes.parquet",
-            f"results/split_notes/{corpus}/notes.parquet",
-            f"results/mask_seeds/{corpus}/masked.parquet",
-            f"results/plot_corpus_overview/{corpus}/overview.png",
-            f"results/replace_surrogates/{corpus}/notes.parquet",
-            f"results/fill_templates/{corpus}/pii.parquet",
-            f"results/diagnose_synthetic/{corpus}/diagnostics.json",
-            f"results/audit_dp_lm/{corpus}/audit.json",
-            f"results/evaluate_tabular/{table}/comparison.json",
-            f"results/check_faithfulness/{table}/faithfulness.json",
-            f"results/extract_tabular/{table}/extraction.json",
-            f"results/ledger_privacy/{corpus}/ledger.json",
-            # with degenerate arms skipped, compare_ner asks for the runs the plan keeps
-            *[
-                metrics_file(corpus, run)
-                for run in ([] if self.skip_degenerate_arms else self.runs.runs)
-            ],
-            *[metrics_file(corpus, anchor) for anchor in self.anchors],
-            *[
-                f"results/report_errors/{corpus}/{run}/summary.json"
-                for run in self.error_report_runs
-            ],
-            f"results/compare_ner/{corpus}/runs.png",
-            f"results/tabulate_study/{corpus}/study.png",
-            *self.teachers.targets(corpus),
+            *(outputs.path(output, corpus=corpus, table=table) for output in final),
+            *self.teachers.targets(corpus, outputs),
         ]

@@ -17,6 +17,7 @@ from synthdeid.errors import ConfigError
 from synthdeid.workflow.arguments import flags, joined, parent
 from synthdeid.workflow.ner_inputs import metrics_file
 from synthdeid.workflow.ner_runs import NerRuns
+from synthdeid.workflow.outputs import Output, RuleOutputs
 
 # keys the workflow reads itself; the rest is the teacher's own settings
 WORKFLOW_TEACHER_KEYS = ("name", "student")
@@ -38,14 +39,17 @@ class Teachers:
             noise=bool(teacher["noise"]),
         )
 
-    def folder(self, name: str, subset: str) -> str:
-        """The folder a teacher writes for a subset, with ``{corpus}`` left to fill."""
-        step = "combine_teachers" if self.entries[name]["kind"] == "ensemble" else "label_teacher"
-        return f"results/{step}/{{corpus}}/{name}/{subset}"
+    def step(self, name: str) -> str:
+        """The rule that writes a teacher's labels: combine_teachers for an ensemble."""
+        return "combine_teachers" if self.entries[name]["kind"] == "ensemble" else "label_teacher"
 
-    def silver_pools(self) -> dict[str, str]:
-        """Teacher -> its silver pool's path pattern (the pool silver_<teacher>)."""
-        return {name: f"{self.folder(name, 'pool')}/silver.parquet" for name in self.entries}
+    def labels(self, name: str, subset: str, output: str = "silver") -> Output:
+        """An output of the teacher's labelling of a subset (``silver``, ``summary``, ...)."""
+        return Output(self.step(name), output, {"teacher": name, "subset": subset})
+
+    def silver_pools(self) -> dict[str, Output]:
+        """Teacher -> its silver labels of the pool subset (the pool silver_<teacher>)."""
+        return {name: self.labels(name, "pool") for name in self.entries}
 
     def settings(self, name: str) -> dict[str, Any]:
         """The teacher's own settings (not its name or student: changing those reruns nothing)."""
@@ -76,26 +80,28 @@ class Teachers:
         )
         return {run for run in named if run is not None}
 
-    def inputs(self, name: str, corpus: str, runs: NerRuns) -> dict[str, str]:
+    def inputs(self, name: str, corpus: str, runs: NerRuns, outputs: RuleOutputs) -> dict[str, str]:
         """label_teacher's inputs: the split notes, and a model teacher's model directory."""
-        inputs = {"notes": f"results/split_notes/{corpus}/notes.parquet"}
+        inputs = {"notes": outputs.path(Output("split_notes", "notes"), corpus=corpus)}
         entry = self.entries[name]
         if entry["kind"] == "model":
             run = self.model_run(name, runs)
             inputs["model"] = runs.model_dir(run, corpus) if run else entry["model"]
         return inputs
 
-    def member_files(self, name: str, subset: str, corpus: str) -> dict[str, str]:
+    def member_files(
+        self, name: str, subset: str, corpus: str, outputs: RuleOutputs
+    ) -> dict[str, str]:
         """Each member's metadata table for the same subset (the folder holds the rest)."""
         return {
-            member: f"{self.folder(member, subset)}/metadata.parquet".format(corpus=corpus)
+            member: outputs.path(self.labels(member, subset, "metadata"), corpus=corpus)
             for member in self.entries[name]["members"]
         }
 
-    def labels_file(self, name: str, subset: str, corpus: str) -> str:
+    def labels_file(self, name: str, subset: str, corpus: str, outputs: RuleOutputs) -> str:
         """What evaluate_teacher scores: every holdout note, or the silver pool as trained on."""
-        file = "labels.parquet" if subset == "holdout" else "silver.parquet"
-        return f"{self.folder(name, subset)}/{file}".format(corpus=corpus)
+        output = "labels" if subset == "holdout" else "silver"
+        return outputs.path(self.labels(name, subset, output), corpus=corpus)
 
     def member_arguments(self, name: str, inputs: Mapping[str, str]) -> str:
         """--member NAME=FOLDER for each member of an ensemble teacher, from its metadata input."""
@@ -120,16 +126,19 @@ class Teachers:
             flags("--student", [(self.compared_student(name, runs), parent(inputs["student"]))]),
         )
 
-    def targets(self, corpus: str) -> list[str]:
-        """Per teacher: the silver-noise table (when scored) and the student comparison."""
+    def targets(self, corpus: str, outputs: RuleOutputs) -> list[str]:
+        """Per teacher: the silver-noise table (when scored) and the student comparison, or
+        else its silver pool."""
         targets = []
         for name, entry in self.entries.items():
+            wanted = []
             if self.noise:
-                targets.append(f"results/measure_silver_noise/{corpus}/{name}/silver_noise.md")
+                wanted.append(Output("measure_silver_noise", "table", {"teacher": name}))
             if entry.get("student"):
-                targets.append(f"results/compare_teacher/{corpus}/{name}/distillation.md")
-            if not self.noise and not entry.get("student"):
-                targets.append(f"{self.folder(name, 'pool')}/silver.parquet".format(corpus=corpus))
+                wanted.append(Output("compare_teacher", "table", {"teacher": name}))
+            targets += [outputs.path(output, corpus=corpus) for output in wanted]
+            if not wanted:
+                targets.append(outputs.path(self.labels(name, "pool"), corpus=corpus))
         return targets
 
 
