@@ -39,6 +39,7 @@ from synthdeid.scoring.metrics import split_column
 from synthdeid.scoring.vocabulary import DOCUMENT_COUNTERS, LABEL_COUNTERS, METRICS
 from synthdeid.workflow.ner_inputs import archived_reference
 from synthdeid.workflow.ner_runs import NerRuns
+from workflow_helpers import merge_config
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results"
@@ -223,19 +224,11 @@ def test_both_archives_together_rebuild_the_committed_study_table(
 
 def configuration(snakemake_command: list[str]) -> dict[str, Any]:
     """config/config.yaml updated by the ``--configfile`` files of a snakemake command, as
-    snakemake merges them (nested mappings key by key, anything else replaced)."""
-
-    def update(base: dict[str, Any], new: Mapping[str, Any]) -> None:
-        for key, value in new.items():
-            if isinstance(value, dict) and isinstance(base.get(key), dict):
-                update(base[key], value)
-            else:
-                base[key] = value
-
+    snakemake merges them (workflow_helpers.merge_config)."""
     config: dict[str, Any] = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     files = snakemake_command[snakemake_command.index("--configfile") + 1 :]
     for name in files:
-        update(config, yaml.safe_load((ROOT / name).read_text()) or {})
+        merge_config(config, yaml.safe_load((ROOT / name).read_text()) or {})
     return config
 
 

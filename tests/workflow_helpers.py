@@ -108,13 +108,15 @@ def merge_into_config(workdir: Path, overlay: Mapping[str, Any]) -> None:
     """Merge ``overlay`` into ``workdir``'s config/config.yaml, mapping by mapping."""
     path = workdir / "config" / "config.yaml"
     config = yaml.safe_load(path.read_text())
-    _merge(config, overlay)
+    merge_config(config, overlay)
     path.write_text(yaml.safe_dump(config, sort_keys=False))
 
 
-def _merge(config: dict[str, Any], overlay: Mapping[str, Any]) -> None:
+def merge_config(config: dict[str, Any], overlay: Mapping[str, Any]) -> None:
+    """Merge ``overlay`` into ``config`` as Snakemake merges ``--configfile`` files: nested
+    mappings key by key, anything else replaced."""
     for key, value in overlay.items():
         if isinstance(value, Mapping) and isinstance(config.get(key), dict):
-            _merge(config[key], value)
+            merge_config(config[key], value)
         else:
             config[key] = value
