@@ -184,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
             arm,
             "--evaluation",
             str(work / "evaluation"),
+            "--notes",
+            str(args.notes),
             "--mixture",
             str(args.mixtures / mixture / "summary.json"),
             "--model",

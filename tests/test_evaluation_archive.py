@@ -6,18 +6,24 @@ import csv
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from synthdeid.cli import main
 from synthdeid.errors import InputError
 from synthdeid.evaluation.archive import (
     RUN_RECORD,
+    UNKEYED_FORMAT,
     hashed_note_id,
+    key_id,
+    note_key,
     read_archive,
     read_archives,
     read_train_time,
+    rekey_archived_run,
 )
 from synthdeid.evaluation.report import PER_DOCUMENT, read_per_document
+from synthdeid.notes import note_texts, read_notes, write_notes
 from test_evaluation_cli import compare, evaluate, mixture_summary, tables  # noqa: F401
 
 BENCHMARK_HEADER = (
@@ -31,9 +37,30 @@ def benchmark(path: Path, wall: str, cpu: str) -> Path:
     return path
 
 
-def archive(out: Path, run: str, evaluation: Path, *extra: str) -> int:
-    argv = ["archive-run", "--run", run, "--evaluation", str(evaluation), "--out-dir", str(out)]
-    return main([*argv, *extra])
+def archive(out: Path, run: str, evaluation: Path, *extra: str, notes: Path | None = None) -> int:
+    """archive-run of ``evaluation``; its notes are the gold table beside it (``tables``)."""
+    notes = notes or evaluation.parent / "gold.parquet"
+    argv = ["archive-run", "--run", run, "--evaluation", str(evaluation), "--notes", str(notes)]
+    return main([*argv, "--out-dir", str(out), *extra])
+
+
+def scored_key(evaluation: Path) -> bytes:
+    """The key of an archive of ``evaluation``: from the texts of the notes it scored."""
+    scored = read_per_document(evaluation / PER_DOCUMENT).note_ids
+    return note_key(note_texts(evaluation.parent / "gold.parquet", scored))
+
+
+def as_format_1(folder: Path, evaluation: Path) -> None:
+    """Rewrite an archived run as format 1 wrote it: note ids hashed without a key."""
+    path = folder / PER_DOCUMENT
+    table = pq.read_table(path)
+    live = read_per_document(evaluation / PER_DOCUMENT).note_ids
+    unkeyed = [hashed_note_id(note_id, None) for note_id in live]
+    column = table.column_names.index("note_id")
+    pq.write_table(table.set_column(column, table.field(column), [unkeyed]), path)
+    record = json.loads((folder / RUN_RECORD).read_text())
+    del record["note_key"]
+    (folder / RUN_RECORD).write_text(json.dumps({**record, "format": UNKEYED_FORMAT}))
 
 
 @pytest.fixture
@@ -86,8 +113,12 @@ def test_an_archived_run_keeps_counts_sizes_budget_and_time_but_no_note_id(
     assert record["provenance"]["params"]["config_md5"] == "0" * 32
     live = read_per_document(evaluations["perfect"] / PER_DOCUMENT)
     archived = read_per_document(out / PER_DOCUMENT)
-    assert archived.note_ids == tuple(hashed_note_id(n) for n in live.note_ids)
+    key = scored_key(evaluations["perfect"])
+    assert archived.note_ids == tuple(hashed_note_id(n, key) for n in live.note_ids)
+    assert record["note_key"] == key_id(key)
     assert not set(archived.note_ids) & set(live.note_ids)
+    # keyed: not the hash anyone could compute from a guessed note id alone
+    assert not set(archived.note_ids) & {hashed_note_id(n, None) for n in live.note_ids}
     assert (archived.values == live.values).all()
     (run,) = read_archive(tmp_path / "archive")
     assert (run.name, run.arm, run.train and run.train.cpu_s) == ("dp-seed1", "dp", 170.0)
@@ -107,7 +138,71 @@ def test_archive_run_refuses_bad_input_and_writes_nothing(
     assert archive(out, "weak", evaluations["weak"], "--model", str(no_model)) == 2
     (no_model / "training_history.json").write_text(json.dumps({"config": {"epochs": 4}}))
     assert archive(out, "weak", evaluations["weak"], "--model", str(no_model)) == 2
+    # a notes table without every scored note: no key, no archive
+    gold = read_notes(evaluations["weak"].parent / "gold.parquet")
+    write_notes(gold[1:], tmp_path / "fewer.parquet")
+    assert archive(out, "weak", evaluations["weak"], notes=tmp_path / "fewer.parquet") == 2
     assert not out.exists()
+
+
+def test_the_note_key_is_the_scored_notes_in_any_order_and_only_them() -> None:
+    texts = {"n1": "Pt seen.", "n2": "Seen again."}
+    key = note_key(texts)
+    assert note_key(dict(reversed(texts.items()))) == key
+    assert note_key({**texts, "n2": "Seen again!"}) != key
+    assert note_key({**texts, "n3": ""}) != key
+    assert note_key({"n1": "Pt seen.Seen again.", "n2": ""}) != key  # no run-together
+    assert hashed_note_id("n1", key) != hashed_note_id("n1", note_key({"n1": "x"}))
+    assert len(key_id(key)) == 16 and key_id(key) != key.hex()[:16]
+
+
+def test_runs_scored_on_other_notes_are_not_paired(
+    evaluations: dict[str, Path], tmp_path: Path
+) -> None:
+    """The same note ids with another text (another corpus version): another key, refused."""
+    gold = read_notes(evaluations["weak"].parent / "gold.parquet")
+    changed = [gold[0].with_text(gold[0].text + " ", gold[0].spans), *gold[1:]]
+    write_notes(changed, tmp_path / "changed.parquet")
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert archive(first / "weak", "weak", evaluations["weak"]) == 0
+    assert archive(second / "perfect", "perfect", evaluations["perfect"]) == 0
+    assert len(read_archives([first, second])) == 2
+    notes = tmp_path / "changed.parquet"
+    assert archive(second / "other", "other", evaluations["perfect"], notes=notes) == 0
+    with pytest.raises(InputError, match=r"run 'other' is archived under note key .* pair"):
+        read_archives([first, second])
+
+
+def test_a_format_1_run_is_rekeyed_to_what_archive_run_writes_now(
+    evaluations: dict[str, Path], tmp_path: Path
+) -> None:
+    now, old = tmp_path / "now" / "weak", tmp_path / "old" / "weak"
+    gold = evaluations["weak"].parent / "gold.parquet"
+    assert archive(now, "weak", evaluations["weak"]) == 0
+    assert archive(old, "weak", evaluations["weak"]) == 0
+    as_format_1(old, evaluations["weak"])
+    with pytest.raises(InputError, match=r"no note key \(format 1\)"):
+        read_archives([now.parent, old.parent])
+    before = {path.name: path.read_bytes() for path in old.iterdir()}
+    write_notes(read_notes(gold)[1:], tmp_path / "fewer.parquet")
+    with pytest.raises(InputError, match="hash no note id"):
+        rekey_archived_run(old, tmp_path / "fewer.parquet")
+    assert {path.name: path.read_bytes() for path in old.iterdir()} == before  # untouched
+    assert rekey_archived_run(old, gold)
+    assert not rekey_archived_run(old, gold)  # keyed already: nothing written
+    (fresh,), (rekeyed,) = read_archive(now.parent), read_archive(old.parent)
+    assert rekeyed.record == fresh.record
+    counts, fresh_counts = (
+        read_per_document(old / PER_DOCUMENT),
+        read_per_document(now / PER_DOCUMENT),
+    )
+    assert counts.note_ids == fresh_counts.note_ids
+    assert (counts.values == fresh_counts.values).all()
+    # the file's own metadata (provenance, per-document version) is kept
+    assert (
+        pq.read_schema(old / PER_DOCUMENT).metadata == pq.read_schema(now / PER_DOCUMENT).metadata
+    )
+    assert len(read_archives([now.parent, old.parent])) == 1
 
 
 def test_read_archive_names_the_folder_and_the_problem(

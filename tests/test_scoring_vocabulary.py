@@ -27,6 +27,7 @@ from synthdeid.evaluation.report import (
 )
 from synthdeid.evaluation.study_table import FOREST_METRICS, HEADLINE_METRIC
 from synthdeid.ner.model_card import CARD_METRICS
+from synthdeid.notes import write_notes
 from synthdeid.scoring.metrics import (
     DEFINITIONS,
     HEADLINE_COUNTS,
@@ -93,6 +94,12 @@ def test_one_wording_per_metric_in_tables_and_axes() -> None:
 def counts() -> CountTable:
     holdout = [n for n in gold_notes() if n.split == "holdout"]
     return count_table(holdout, weak_predictions())
+
+
+def scored_notes(note_ids: tuple[str, ...], path: Path) -> Path:
+    """The notes table the counts were scored on (the key of an archive's note ids)."""
+    write_notes([n for n in gold_notes() if n.note_id in set(note_ids)], path)
+    return path
 
 
 def written(counts: CountTable, path: Path) -> Path:
@@ -204,6 +211,7 @@ def test_an_older_archive_is_archived_and_compared_with_its_counter_missing(
         privacy=None,
         train=None,
         provenance={},
+        notes=scored_notes(counts.note_ids, tmp_path / "notes.parquet"),
     )
     (archived,) = read_archive(tmp_path / "archive")
     columns = pq.read_schema(archived.folder / PER_DOCUMENT).names

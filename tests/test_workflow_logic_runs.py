@@ -353,16 +353,22 @@ def test_a_run_is_archived_with_what_it_has(table: NerRuns) -> None:
         "model": "results/train_ner/demo/real/model",
     }
     # as Snakemake passes them: its input object, whose `in` looks at paths, not names
-    words = shlex.split(ner_inputs.archive_arguments(table, "real", InputFiles(fromdict=trained)))
+    # the rule adds the split the run was scored on (the key of its hashed note ids)
+    notes = "results/split_notes/demo/notes.parquet"
+    given = InputFiles(fromdict={**trained, "notes": notes})
+    words = shlex.split(ner_inputs.archive_arguments(table, "real", given))
     assert words[:4] == ["--arm", "real", "--evaluation", "results/evaluate_ner/demo/real"]
-    assert words[4:8] == ["--mixture", trained["mixture"], "--benchmark", trained["benchmark"]]
-    assert words[8:10] == ["--model", trained["model"]]
+    assert words[4:6] == ["--notes", notes]
+    assert words[6:10] == ["--mixture", trained["mixture"], "--benchmark", trained["benchmark"]]
+    assert words[10:12] == ["--model", trained["model"]]
     assert "--privacy" not in words
     digest = words[words.index("--config-md5") + 1]
     assert len(digest) == 32
     dp = ner_inputs.archive_inputs(table, "demo", "dplm-syn25-seed1")
     assert dp["privacy"] == "results/train_dp_lm/demo/dp/privacy.json"
-    dp_words = shlex.split(ner_inputs.archive_arguments(table, "dplm-syn25-seed1", dp))
+    dp_words = shlex.split(
+        ner_inputs.archive_arguments(table, "dplm-syn25-seed1", {**dp, "notes": notes})
+    )
     assert dp_words[1] == table.runs["dplm-syn25-seed1"]["arm"]
     assert dp_words[dp_words.index("--config-md5") + 1] != digest
     untrained = next(run for run in table.runs if run not in table.trained)

@@ -431,6 +431,27 @@ def iter_notes(
         yield table_to_notes(table, path=path, ids=ids, first_row=first)
 
 
+def note_texts(path: str | Path, note_ids: Iterable[str]) -> dict[str, str]:
+    """The text of each of ``note_ids`` in a notes table (only ``note_id`` and ``text`` are
+    read, a row group at a time); a note id the table does not hold is an InputError."""
+    wanted = set(note_ids)
+    source = open_parquet(path)
+    require_columns(path, source.schema_arrow.names, ["note_id", "text"], "a notes table")
+    texts: dict[str, str] = {}
+    for _, table in iter_row_range(source, columns=["note_id", "text"]):
+        for note_id, text in zip(
+            table.column("note_id").to_pylist(), table.column("text").to_pylist(), strict=True
+        ):
+            if note_id in wanted:
+                texts[note_id] = text
+    absent = len(wanted - texts.keys())
+    if absent:
+        raise InputError(
+            path, None, f"{absent} of the {len(wanted)} notes asked for are not in this table"
+        )
+    return texts
+
+
 def note_sources(path: str | Path) -> set[str]:
     """The distinct ``source`` values of a notes table (only that column is read)."""
     source = open_parquet(path)

@@ -577,12 +577,14 @@ rule compare_ner:
 rule archive_run:
     """What the study table needs of a run, small enough to commit (docs/stages/ner.md).
 
-    The run's per-document counts (note ids hashed), its arm, mixture sizes,
-    DP budget and train time, in one folder; compare-ner --archive and
-    tabulate-study --archive rebuild the table from such folders alone.
+    The run's per-document counts (note ids hashed, keyed by the scored notes'
+    texts), its arm, mixture sizes, DP budget and train time, in one folder;
+    compare-ner --archive and tabulate-study --archive rebuild the table from
+    such folders alone.
     """
     input:
         unpack(lambda w: ner_inputs.archive_inputs(RUNS, w.corpus, w.run)),
+        notes=rules.split_notes.output.notes,
     output:
         per_document="results/archive_run/{corpus}/{run}/per_document.parquet",
         record="results/archive_run/{corpus}/{run}/run.json",

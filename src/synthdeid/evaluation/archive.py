@@ -12,8 +12,16 @@ per run::
     <archive>/<run>/run.json               arm, sizes, budget, train time and
                                            settings, provenance
 
-Note ids are replaced by a 64-bit BLAKE2b hash (hex): runs still pair note by
-note, and no corpus identifier leaves the machine. ``compare-ner --archive``
+Note ids are replaced by a 64-bit BLAKE2b hash (hex) keyed by the scored notes
+themselves (:func:`note_key`: a digest of their ids and texts): runs still pair
+note by note, also when trained on several machines, since every machine that
+scores the same notes derives the same key; and no corpus identifier leaves the
+machine, since without the notes' text no one can derive the key and test a
+guessed id (an unkeyed hash of a short id is reversed by trying every id). The
+record names the key by a fingerprint (``note_key``), so runs scored on other
+notes are refused together rather than paired on nothing. Archives of format 1
+hashed without a key; :func:`rekey_archived_run` rewrites one to format 2 where
+its corpus is at hand. ``compare-ner --archive``
 and ``tabulate-study --archive`` read a folder of such folders, so a reviewer
 regenerates the table and the figure from the committed archive alone, and a
 study can be trained over several machines, each adding the runs it finished.
@@ -23,26 +31,40 @@ from __future__ import annotations
 
 import csv
 import datetime
+import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from synthdeid.artifacts import (
     atomic_directory,
     code_version,
+    iter_row_range,
+    open_parquet,
+    require_columns,
     write_json_atomic,
 )
 from synthdeid.errors import InputError, read_error_detail
 from synthdeid.evaluation.report import PER_DOCUMENT, read_per_document, write_per_document
 from synthdeid.hashset import hash64
 from synthdeid.ner.mixtures import read_mixture_summary
+from synthdeid.notes import note_texts
 from synthdeid.scoring.metrics import CountTable
 
 RUN_RECORD = "run.json"
-FORMAT = "synthdeid.archived_run/1"
+FORMAT = "synthdeid.archived_run/2"
+# format 1 hashed note ids without a key; read, paired only with other format-1 runs
+UNKEYED_FORMAT = "synthdeid.archived_run/1"
 NOTE_ID_DOMAIN = b"archived-note"
+NOTE_KEY_DOMAIN = b"archive-note-key"
+NOTE_KEY_ID_DOMAIN = b"archive-key-id"
+KEY_ID = re.compile(r"[0-9a-f]{16}")
 # what a build-mixture summary must hold for the study table
 SIZE_FIELDS = ("n_train_total", "realized_synthetic_fraction")
 # the sizes an archived run keeps of it (the rest stays behind)
@@ -82,6 +104,12 @@ class ArchivedRun:
     privacy: dict[str, Any] | None
     train: TrainTime | None
     record: dict[str, Any]
+
+    @property
+    def note_key(self) -> str | None:
+        """The fingerprint of the key its note ids are hashed with (None: format 1, unkeyed)."""
+        key = self.record.get("note_key")
+        return key if isinstance(key, str) else None
 
 
 def read_json(path: Path, what: str) -> dict[str, Any]:
@@ -147,17 +175,51 @@ def read_training_config(path: Path) -> dict[str, Any]:
     return config
 
 
-def hashed_note_id(note_id: str) -> str:
-    """The archived form of a note id: 16 hex digits of its BLAKE2b hash."""
-    return f"{hash64(note_id, domain=NOTE_ID_DOMAIN):016x}"
+def _update(digest: Any, part: str) -> None:
+    data = part.encode("utf-8", "surrogatepass")
+    digest.update(len(data).to_bytes(8, "little"))
+    digest.update(data)
 
 
-def hashed_counts(table: CountTable, path: Path) -> CountTable:
-    """``table`` with every note id hashed; two ids with one hash stop the archive."""
-    hashed = [hashed_note_id(note_id) for note_id in table.note_ids]
+def note_key(texts: Mapping[str, str]) -> bytes:
+    """The key of an archive's note ids: BLAKE2b-256 of the scored notes' ids and texts.
+
+    The same notes give the same key on any machine, in any order; a note
+    more, less or changed gives another.
+    """
+    digest = hashlib.blake2b(digest_size=32, person=NOTE_KEY_DOMAIN)
+    for note_id in sorted(texts):
+        _update(digest, note_id)
+        _update(digest, texts[note_id])
+    return digest.digest()
+
+
+def key_id(key: bytes) -> str:
+    """The fingerprint a record names its key by: 16 hex digits, from which the key cannot be
+    recovered."""
+    return hashlib.blake2b(key, digest_size=8, person=NOTE_KEY_ID_DOMAIN).hexdigest()
+
+
+def hashed_note_id(note_id: str, key: bytes | None) -> str:
+    """The archived form of a note id: 16 hex digits of its BLAKE2b hash keyed by ``key``
+    (None: format 1's unkeyed hash, for reading older archives)."""
+    if key is None:
+        return f"{hash64(note_id, domain=NOTE_ID_DOMAIN):016x}"
+    digest = hashlib.blake2b(digest_size=8, key=key, person=NOTE_ID_DOMAIN)
+    _update(digest, note_id)
+    return digest.hexdigest()
+
+
+def _hashed(note_ids: Sequence[str], key: bytes, path: Path) -> list[str]:
+    hashed = [hashed_note_id(note_id, key) for note_id in note_ids]
     if len(set(hashed)) != len(hashed):
         raise InputError(path, None, "two note ids share a 64-bit hash; cannot archive this run")
-    return replace(table, note_ids=tuple(hashed))
+    return hashed
+
+
+def hashed_counts(table: CountTable, path: Path, key: bytes) -> CountTable:
+    """``table`` with every note id hashed by ``key``; two ids with one hash stop the archive."""
+    return replace(table, note_ids=tuple(_hashed(table.note_ids, key, path)))
 
 
 def read_train_time(path: Path) -> TrainTime:
@@ -202,16 +264,24 @@ def write_archived_run(
     privacy: Mapping[str, Any] | None,
     train: TrainTime | None,
     provenance: Mapping[str, Any],
+    notes: Path,
     training_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write ``out_dir``/per_document.parquet and run.json (both or neither); returns the record."""
+    """Write ``out_dir``/per_document.parquet and run.json (both or neither); returns the record.
+
+    ``notes``: a notes table holding every scored note (the split the run was
+    evaluated on): the note ids are hashed with the key their texts give.
+    """
     source = evaluation / PER_DOCUMENT
-    counts = hashed_counts(read_per_document(source), source)
+    live = read_per_document(source)
+    key = note_key(note_texts(notes, live.note_ids))
+    counts = hashed_counts(live, source, key)
     record: dict[str, Any] = {
         "format": FORMAT,
         "run": run,
         "arm": arm,
         "n_notes": len(counts.note_ids),
+        "note_key": key_id(key),
         "mixture": (
             {key: mixture.get(key) for key in MIXTURE_FIELDS} if mixture is not None else None
         ),
@@ -234,10 +304,15 @@ def write_archived_run(
 
 def _read_record(path: Path) -> dict[str, Any]:
     record = read_json(path, "archived run record")
-    if record.get("format") != FORMAT:
+    if record.get("format") not in (FORMAT, UNKEYED_FORMAT):
         raise InputError(
             path, None, f"not an archived run record (format {FORMAT!r})", "write it by archive-run"
         )
+    keyed = record["format"] == FORMAT
+    if keyed and not (
+        isinstance(record.get("note_key"), str) and KEY_ID.fullmatch(record["note_key"])
+    ):
+        raise InputError(path, None, "the record names no note key (16 hex digits)")
     for key in ("run", "arm"):
         if not isinstance(record.get(key), str) or not record[key]:
             raise InputError(path, None, f"the record has no {key} name")
@@ -300,6 +375,7 @@ def read_archives(folders: Sequence[Path]) -> list[ArchivedRun]:
     runs: dict[str, ArchivedRun] = {}
     for folder in folders:
         for archived in read_archive(folder):
+            _same_note_key(archived, next(iter(runs.values()), archived))
             first = runs.get(archived.name)
             if first is None:
                 runs[archived.name] = archived
@@ -315,3 +391,73 @@ def read_archives(folders: Sequence[Path]) -> list[ArchivedRun]:
                     "give each archive its own run names, or only one of them",
                 )
     return list(runs.values())
+
+
+def _same_note_key(archived: ArchivedRun, first: ArchivedRun) -> None:
+    """Refuse a run whose note ids are hashed with another key than the first run's."""
+    if archived.note_key == first.note_key:
+        return
+
+    def key(run: ArchivedRun) -> str:
+        return f"note key {run.note_key}" if run.note_key else "no note key (format 1)"
+
+    raise InputError(
+        archived.folder,
+        None,
+        f"run {archived.name!r} is archived under {key(archived)}, run {first.name!r} in "
+        f"{first.folder.parent} under {key(first)}: their note ids do not pair",
+        "read together only runs scored on the same notes and archived in one format "
+        "(bench/rekey_archive.py rewrites a format-1 archive)",
+    )
+
+
+def rekey_archived_run(folder: Path, notes: Path) -> bool:
+    """Rewrite a format-1 archived run (note ids hashed without a key) to this format.
+
+    ``notes``: a notes table holding the run's scored notes. Only the note id
+    column of ``per_document.parquet`` changes (its counts, schema and
+    metadata stay), and ``run.json`` gains its format and ``note_key``; both
+    files are replaced together. False, and nothing written, where the run is
+    keyed already.
+    """
+    record = _read_record(folder / RUN_RECORD)
+    if record["format"] == FORMAT:
+        return False
+    path = folder / PER_DOCUMENT
+    table = open_parquet(path).read()
+    require_columns(path, table.column_names, ["note_id"], "a per-document table")
+    by_hash = _unkeyed_ids(notes, set(table.column("note_id").to_pylist()))
+    note_ids = [by_hash.get(hashed) for hashed in table.column("note_id").to_pylist()]
+    unknown = sum(note_id is None for note_id in note_ids)
+    if unknown:
+        raise InputError(
+            path,
+            None,
+            f"{unknown} of its {len(note_ids)} note ids hash no note id of {notes}",
+            "give the notes table the run was scored on",
+        )
+    known = [note_id for note_id in note_ids if note_id is not None]
+    key = note_key(note_texts(notes, known))
+    column = table.column_names.index("note_id")
+    rekeyed = table.set_column(column, table.field(column), pa.array(_hashed(known, key, path)))
+    with atomic_directory(folder) as staging:
+        pq.write_table(
+            rekeyed.replace_schema_metadata(table.schema.metadata), staging / PER_DOCUMENT
+        )
+        write_json_atomic(
+            {**record, "format": FORMAT, "note_key": key_id(key)}, staging / RUN_RECORD
+        )
+    return True
+
+
+def _unkeyed_ids(notes: Path, hashes: set[str]) -> dict[str, str]:
+    """Format 1's unkeyed hash -> note id, for the note ids of ``notes`` among ``hashes``."""
+    source = open_parquet(notes)
+    require_columns(notes, source.schema_arrow.names, ["note_id"], "a notes table")
+    found: dict[str, str] = {}
+    for _, table in iter_row_range(source, columns=["note_id"]):
+        for note_id in table.column("note_id").to_pylist():
+            hashed = hashed_note_id(note_id, None)
+            if hashed in hashes:
+                found[hashed] = note_id
+    return found

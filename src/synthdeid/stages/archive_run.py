@@ -1,14 +1,16 @@
 """Archive what a study table needs of a run, small enough to commit (archive-run).
 
-``synthdeid archive-run --run NAME --arm ARM --evaluation EVAL_DIR
+``synthdeid archive-run --run NAME --arm ARM --evaluation EVAL_DIR --notes NOTES
 [--mixture SUMMARY] [--privacy PRIVACY] [--benchmark TRAIN_TSV]
 [--model MODEL_DIR] [--config-md5 HEX] --out-dir ARCHIVE/NAME``
 
 Reads evaluate-ner's ``per_document.parquet`` from ``EVAL_DIR``, the sizes of
 the run's build-mixture ``summary.json``, the DP budget of the ``privacy.json``
 its data passed through, the wall and CPU time of its ``train_ner``
-benchmark file and the training settings its model folder records, and writes ``per_document.parquet`` (note ids hashed) and
-``run.json`` into ``--out-dir`` (:mod:`synthdeid.evaluation.archive`). What a
+benchmark file and the training settings its model folder records, and writes
+``per_document.parquet`` (note ids hashed, keyed by the scored notes of
+``NOTES``, the notes table the run was evaluated on) and ``run.json`` into
+``--out-dir`` (:mod:`synthdeid.evaluation.archive`). What a
 run does not have (an ensemble's mixture and training, a non-DP run's budget)
 is null in ``run.json`` and n/a in the study table.
 """
@@ -42,6 +44,12 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--arm", default=None, help="the arm the run belongs to (default: itself)")
     parser.add_argument(
         "--evaluation", required=True, type=input_dir, help="the run's evaluate-ner folder"
+    )
+    parser.add_argument(
+        "--notes",
+        required=True,
+        type=input_file,
+        help="the notes table the run was scored on (the key of the hashed note ids)",
     )
     parser.add_argument("--mixture", type=input_file, default=None, help="build-mixture summary")
     parser.add_argument("--privacy", type=input_file, default=None, help="train-dp-lm privacy.json")
@@ -78,7 +86,7 @@ def run(args: argparse.Namespace) -> None:
         "benchmark": args.benchmark,
         "training": history,
     }
-    inputs = {"per_document": args.evaluation / PER_DOCUMENT}
+    inputs = {"per_document": args.evaluation / PER_DOCUMENT, "notes": args.notes}
     inputs |= {name: path for name, path in optional.items() if path is not None}
     provenance = make_provenance(
         "archive-run", {"run": args.run, "config_md5": args.config_md5}, inputs
@@ -92,6 +100,7 @@ def run(args: argparse.Namespace) -> None:
         privacy=read_privacy(args.privacy) if args.privacy is not None else None,
         train=read_train_time(args.benchmark) if args.benchmark is not None else None,
         provenance=provenance,
+        notes=args.notes,
         training_config=training_config,
     )
     train = record["train"]

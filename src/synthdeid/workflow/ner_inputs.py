@@ -306,7 +306,8 @@ def archive_inputs(runs: NerRuns, corpus: str, run: str) -> dict[str, str]:
 
 
 def archive_arguments(runs: NerRuns, run: str, inputs: Mapping[str, str]) -> str:
-    """archive-run's --arm, --evaluation and the optional inputs, and --config-md5: the MD5
+    """archive-run's --arm, --evaluation, --notes (the split the run was scored on) and the
+    optional inputs, and --config-md5: the MD5
     of the run's expanded entry in ``ner.runs`` (name, pools, mixture, overrides). Settings
     shared by every run (``ner.training``: epochs, precision...) are not in it; archive-run
     records them from the model folder (``--model``)."""
@@ -322,6 +323,7 @@ def archive_arguments(runs: NerRuns, run: str, inputs: Mapping[str, str]) -> str
     return joined(
         f"--arm {shlex.quote(entry.get(ARM) or run)}",
         f"--evaluation {shlex.quote(parent(inputs['evaluation']))}",
+        f"--notes {shlex.quote(inputs['notes'])}",
         *optional,
         f"--config-md5 {digest}",
     )
