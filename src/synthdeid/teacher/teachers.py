@@ -283,7 +283,8 @@ def span_confidence(probs: np.ndarray, offsets: np.ndarray, start: int, end: int
 
 
 class ModelTeacher(Teacher):
-    """A trained de-identification model, with its regex detectors."""
+    """A trained de-identification model, with its regex detectors, run in fp32 (the spans
+    ``predict-ner --precision fp32`` gives)."""
 
     kind = "model"
 
