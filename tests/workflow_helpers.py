@@ -26,16 +26,20 @@ from synthdeid.workflow.outputs import RuleOutputs
 WORKFLOW_PARTS = ("workflow", "config", "resources", "envs", "profiles")
 # What the tests that run the demo change in its config: they check plumbing (the jobs,
 # artifacts, schemas and reruns), not how good a model gets, so each model that trains
-# for epochs trains for one, and AIM fits one-way marginals. Written into the copy's
-# config/config.yaml, so that every later run and dry run in that copy sees it.
+# for epochs trains for one (PATE-CTGAN, whose default is 300, for 10), and AIM fits
+# one-way marginals. Written into the copy's config/config.yaml, so that every later run
+# and dry run in that copy sees it.
 PLUMBING: dict[str, Any] = {
     "ner": {"training": {"epochs": 1}},
     "synth": {
         "tabular": {
             "extraction": {"model": {"epochs": 1}},
-            # AIM on one-way marginals: the same selection, measurement and estimation
-            # steps, 6 times faster than on pairs (27 s against 155 s on 2 AMD EPYC cores)
-            "options": {"aim": {"max_model_size": 10, "degree": 1}},
+            "options": {
+                # AIM on one-way marginals: the same selection, measurement and estimation
+                # steps, 6 times faster than on pairs (27 s against 155 s on 2 AMD EPYC cores)
+                "aim": {"max_model_size": 10, "degree": 1},
+                "pate_ctgan": {"epochs": 10},
+            },
         }
     },
 }

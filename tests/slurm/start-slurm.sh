@@ -40,33 +40,7 @@ T_START=$(date +%s.%N)
 mkdir -p "$DIR/log"
 
 # ---------------------------------------------------------------- 1. packages
-PKGS=(munge slurmctld slurmd slurm-client)
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  log "installing: ${missing[*]} (log: $DIR/log/apt.log)"
-  export DEBIAN_FRONTEND=noninteractive
-  # the tests may run in parallel (pytest -n): wait for another apt-get's lock, never fail on it
-  aptopts=(-y -q --no-install-recommends -o DPkg::Lock::Timeout=900)
-  if [[ -n ${SLURM_CI_APT_CACHE:-} ]]; then
-    mkdir -p "$SLURM_CI_APT_CACHE/partial"; aptopts+=(-o "Dir::Cache::archives=$SLURM_CI_APT_CACHE")
-  fi
-  # no init system here: keep the packages' postinst scripts from trying to start services
-  made_policy=0
-  if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
-    chmod +x /usr/sbin/policy-rc.d; made_policy=1
-  fi
-  ok=1
-  apt-get update -q -o DPkg::Lock::Timeout=900 >"$DIR/log/apt.log" 2>&1 \
-    && apt-get install "${aptopts[@]}" "${missing[@]}" >>"$DIR/log/apt.log" 2>&1 || ok=0
-  if ((made_policy)); then rm -f /usr/sbin/policy-rc.d; fi
-  ((ok)) || { tail -30 "$DIR/log/apt.log"; die "apt-get update/install failed"; }
-else
-  log "packages already installed"
-fi
+"$(dirname "${BASH_SOURCE[0]}")/install-slurm.sh"
 T_PKG=$(date +%s.%N)
 
 # ---------------------------------------------------------------- 2. config
