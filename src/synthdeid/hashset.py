@@ -38,6 +38,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sized
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -48,13 +49,25 @@ BUFFER_SHARE = 32  # ... or 1/BUFFER_SHARE of the keys merged so far, if more
 Keys = npt.NDArray[np.uint64]
 
 
-def hash64(*parts: str, domain: bytes) -> int:
-    """The 64-bit hash of ``parts`` in ``domain`` (at most 16 bytes), stable across runs."""
-    digest = hashlib.blake2b(digest_size=8, person=domain)
+class Digest(Protocol):
+    """What :func:`update_parts` feeds: a hashlib digest."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+
+def update_parts(digest: Digest, *parts: str) -> None:
+    """Feed ``parts`` to a hashlib digest, each length-prefixed (so no two sequences of
+    parts feed the same bytes)."""
     for part in parts:
         data = part.encode("utf-8", "surrogatepass")  # a lone surrogate from JSON hashes too
         digest.update(len(data).to_bytes(8, "little"))
         digest.update(data)
+
+
+def hash64(*parts: str, domain: bytes) -> int:
+    """The 64-bit hash of ``parts`` in ``domain`` (at most 16 bytes), stable across runs."""
+    digest = hashlib.blake2b(digest_size=8, person=domain)
+    update_parts(digest, *parts)
     return int.from_bytes(digest.digest(), "little")
 
 

@@ -52,7 +52,7 @@ from synthdeid.artifacts import (
 )
 from synthdeid.errors import InputError, read_error_detail
 from synthdeid.evaluation.report import PER_DOCUMENT, read_per_document, write_per_document
-from synthdeid.hashset import hash64
+from synthdeid.hashset import hash64, update_parts
 from synthdeid.ner.mixtures import read_mixture_summary
 from synthdeid.notes import note_texts
 from synthdeid.scoring.metrics import CountTable
@@ -175,12 +175,6 @@ def read_training_config(path: Path) -> dict[str, Any]:
     return config
 
 
-def _update(digest: Any, part: str) -> None:
-    data = part.encode("utf-8", "surrogatepass")
-    digest.update(len(data).to_bytes(8, "little"))
-    digest.update(data)
-
-
 def note_key(texts: Mapping[str, str]) -> bytes:
     """The key of an archive's note ids: BLAKE2b-256 of the scored notes' ids and texts.
 
@@ -189,8 +183,7 @@ def note_key(texts: Mapping[str, str]) -> bytes:
     """
     digest = hashlib.blake2b(digest_size=32, person=NOTE_KEY_DOMAIN)
     for note_id in sorted(texts):
-        _update(digest, note_id)
-        _update(digest, texts[note_id])
+        update_parts(digest, note_id, texts[note_id])
     return digest.digest()
 
 
@@ -206,7 +199,7 @@ def hashed_note_id(note_id: str, key: bytes | None) -> str:
     if key is None:
         return f"{hash64(note_id, domain=NOTE_ID_DOMAIN):016x}"
     digest = hashlib.blake2b(digest_size=8, key=key, person=NOTE_ID_DOMAIN)
-    _update(digest, note_id)
+    update_parts(digest, note_id)
     return digest.hexdigest()
 
 
