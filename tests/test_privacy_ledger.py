@@ -10,8 +10,9 @@ import pytest
 from synthdeid.cli import main
 from synthdeid.errors import ConfigError, StepError
 from synthdeid.privacy_ledger import Release, check_budgets, compose, release_from_record
-from synthdeid.workflow.ledger import budgets, check_planned, release_specs
-from synthdeid.workflow.tabular import TabularRun, samples_path
+from synthdeid.workflow.ledger import budgets, check_planned, planned_releases, release_specs
+from synthdeid.workflow.outputs import RuleOutputs
+from synthdeid.workflow.tabular import TabularRun
 
 
 def release(name: str, population: str, epsilon: float, delta: float = 1e-5) -> Release:
@@ -55,23 +56,30 @@ RUNS = [
 ]
 
 
-def test_the_workflow_lists_every_dp_release_and_checks_the_plan() -> None:
-    verbalized = samples_path("t", "pate_ctgan", "eps3")
-    specs = release_specs("c", "t", RUNS, verbalized)
+def test_the_workflow_lists_every_dp_release_and_checks_the_plan(
+    rule_outputs: RuleOutputs,
+) -> None:
+    specs = release_specs("c", "t", RUNS, RUNS[1], rule_outputs)
     assert [s["name"] for s in specs] == [
         "train_dp_lm dp",
         "fit_dp_tabular mst eps3",
         "fit_dp_gan_tabular pate_ctgan eps3",
     ]  # the non-DP baseline is no release
+    assert specs[0]["file"] == "results/train_dp_lm/c/dp/privacy.json"
+    assert specs[1]["file"] == "results/fit_dp_tabular/t/mst/eps3/privacy.json"
     assert specs[2]["file"] == "results/fit_dp_gan_tabular/t/pate_ctgan/eps3/privacy.json"
+    assert not any("verbalize_tabular" in d for d in specs[1]["derived"])
     assert any("verbalize_tabular" in d for d in specs[2]["derived"])
+    # what the parse checks: the same releases, without their files
+    planned = planned_releases("c", "t", RUNS)
+    assert planned == [{k: s[k] for k in ("name", "mechanism", "population")} for s in specs]
     limits = budgets("c", "t", {"corpus": 4.0, "table": 6.0})
-    check_planned(specs, 4.0, RUNS, limits)
-    check_planned(specs, None, RUNS, limits)  # a noise multiplier: checked when measured
+    check_planned(planned, 4.0, RUNS, limits)
+    check_planned(planned, None, RUNS, limits)  # a noise multiplier: checked when measured
     with pytest.raises(ConfigError, match=r"corpus c: seed part: epsilon 8"):
-        check_planned(specs, 8.0, RUNS, limits)
+        check_planned(planned, 8.0, RUNS, limits)
     with pytest.raises(ConfigError, match=r"table t: train half: epsilon 6 over the budget 5"):
-        check_planned(specs, 4.0, RUNS, budgets("c", "t", {"table": 5.0}))
+        check_planned(planned, 4.0, RUNS, budgets("c", "t", {"table": 5.0}))
 
 
 def test_the_stage_writes_the_ledger_or_nothing(tmp_path: Path) -> None:

@@ -110,10 +110,10 @@ def test_a_bad_expansion_is_refused_with_the_config_prefix() -> None:
     assert str(err.value).startswith("config: ner run 'lex' stacks lexicons over a trained run")
 
 
-def test_each_kind_of_run_has_its_model_folder(table: NerRuns) -> None:
-    assert table.model_dir("real", "demo") == "results/train_ner/demo/real/model"
-    assert table.model_dir("both", "demo") == "results/ensemble_ner/demo/both/model"
-    assert table.model_dir("lex", "demo") == "results/stack_lexicons/demo/lex/model"
+def test_each_kind_of_run_has_its_model_folder(table: NerRuns, rule_outputs: RuleOutputs) -> None:
+    assert table.model_dir("real", "demo", rule_outputs) == "results/train_ner/demo/real/model"
+    assert table.model_dir("both", "demo", rule_outputs) == "results/ensemble_ner/demo/both/model"
+    assert table.model_dir("lex", "demo", rule_outputs) == "results/stack_lexicons/demo/lex/model"
 
 
 def test_training_and_operating_point_settings(table: NerRuns) -> None:
@@ -210,13 +210,15 @@ def test_training_inputs_and_settings_follow_tapt(
     assert ner_inputs.training_settings(table, "tapt", "demo", rule_outputs)["model"] == own
 
 
-def test_ensemble_and_stacked_inputs_and_arguments(table: NerRuns) -> None:
-    assert ner_inputs.stacked_inputs(table, "lex", "demo") == {
+def test_ensemble_and_stacked_inputs_and_arguments(
+    table: NerRuns, rule_outputs: RuleOutputs
+) -> None:
+    assert ner_inputs.stacked_inputs(table, "lex", "demo", rule_outputs) == {
         "model": "results/train_ner/demo/real/model",
         "validation": "results/build_mixture/demo/real/validation.parquet",
         "train": "results/build_mixture/demo/real/train.parquet",
     }
-    inputs = ner_inputs.ensemble_inputs(table, "both", "demo")
+    inputs = ner_inputs.ensemble_inputs(table, "both", "demo", rule_outputs)
     assert list(inputs) == [
         "model_real",
         "validation_real",
@@ -253,19 +255,21 @@ def test_only_a_distilled_run_reads_its_teachers_soft_labels(rule_outputs: RuleO
     assert distilled.distill_teacher("real") is None
     soft_labels = "results/soft_label_ner/demo/student/local/soft_labels.parquet"
     assert is_local_path(soft_labels)
-    assert ner_inputs.soft_labels_file("demo", "student") == soft_labels
-    assert ner_inputs.distill_input(distilled, "student", "demo") == {"soft_labels": soft_labels}
+    assert ner_inputs.soft_labels_file("demo", "student", rule_outputs) == soft_labels
+    assert ner_inputs.distill_input(distilled, "student", "demo", rule_outputs) == {
+        "soft_labels": soft_labels
+    }
     for run in ("real", "tapt", "dplm-syn25-seed1"):
-        assert ner_inputs.distill_input(distilled, run, "demo") == {}
+        assert ner_inputs.distill_input(distilled, run, "demo", rule_outputs) == {}
     # soft_label_ner's teacher: the model folder of any kind of run
-    assert ner_inputs.teacher_model(distilled, "student", "demo") == (
+    assert ner_inputs.teacher_model(distilled, "student", "demo", rule_outputs) == (
         "results/ensemble_ner/demo/both/model"
     )
-    assert ner_inputs.teacher_model(distilled, "arm_student", "demo") == (
+    assert ner_inputs.teacher_model(distilled, "arm_student", "demo", rule_outputs) == (
         "results/train_ner/demo/dplm-syn25-seed1/model"
     )
     with pytest.raises(ConfigError, match="'real' has no distill_from"):
-        ner_inputs.teacher_model(distilled, "real", "demo")
+        ner_inputs.teacher_model(distilled, "real", "demo", rule_outputs)
     # train-ner's flag, from Snakemake's input object (`in` looks at paths, not names)
     inputs = InputFiles(fromdict={"soft_labels": "a b/soft_labels.parquet", "train": "t"})
     assert ner_inputs.distill_arguments(inputs) == "--soft-labels 'a b/soft_labels.parquet'"
@@ -278,15 +282,17 @@ def test_only_a_distilled_run_reads_its_teachers_soft_labels(rule_outputs: RuleO
     assert ner_inputs.training_settings(distilled, "real", "demo", rule_outputs) == TRAINING
 
 
-def test_compare_ner_gets_every_run_its_arm_and_every_cross_corpus_score(table: NerRuns) -> None:
-    outputs = ner_inputs.evaluation_outputs(table, "demo")
+def test_compare_ner_gets_every_run_its_arm_and_every_cross_corpus_score(
+    table: NerRuns, rule_outputs: RuleOutputs
+) -> None:
+    outputs = ner_inputs.evaluation_outputs(table, "demo", rule_outputs)
     assert outputs["real"] == "results/evaluate_ner/demo/real/metrics.json"
     words = shlex.split(ner_inputs.compare_arguments(table, outputs))
     assert words[:2] == ["--run", "real=results/evaluate_ner/demo/real"]
     assert words.count("--run") == len(table.runs)
     # only runs of an arm with seeds or a sweep say their arm
     assert words.count("--arm") == 4 and "dplm-syn25-seed1=dplm-syn25" in words
-    cross = ner_inputs.cross_outputs(table, ["ext"], "demo")
+    cross = ner_inputs.cross_outputs(table, ["ext"], "demo", rule_outputs)
     assert cross["cross_ext_real"] == "results/evaluate_ner_cross/demo/real/ext/metrics.json"
     arguments = ner_inputs.cross_arguments("my corpus", ["ext"], table, cross)
     assert arguments.startswith(
@@ -303,15 +309,17 @@ def test_compare_arguments_without_arms_end_with_the_runs() -> None:
     )
 
 
-def test_anchors_are_evaluated_from_their_own_predictions_and_compared_as_runs() -> None:
+def test_anchors_are_evaluated_from_their_own_predictions_and_compared_as_runs(
+    rule_outputs: RuleOutputs,
+) -> None:
     table = NerRuns.from_config(ner(REAL))
-    assert ner_inputs.predictions_file("demo", "real", ["deidpl"]) == (
+    assert ner_inputs.predictions_file("demo", "real", rule_outputs, ["deidpl"]) == (
         "results/predict_ner/demo/real/predictions.parquet"
     )
-    assert ner_inputs.predictions_file("demo", "deidpl", ["deidpl"]) == (
+    assert ner_inputs.predictions_file("demo", "deidpl", rule_outputs, ["deidpl"]) == (
         "results/score_anchor/demo/deidpl/predictions.parquet"
     )
-    outputs = ner_inputs.evaluation_outputs(table, "demo", ["deidpl"])
+    outputs = ner_inputs.evaluation_outputs(table, "demo", rule_outputs, ["deidpl"])
     assert outputs == {
         "real": "results/evaluate_ner/demo/real/metrics.json",
         "deidpl": "results/evaluate_ner/demo/deidpl/metrics.json",
@@ -321,8 +329,10 @@ def test_anchors_are_evaluated_from_their_own_predictions_and_compared_as_runs()
     )
 
 
-def test_the_study_reads_mixtures_and_the_dp_privacy_where_used(table: NerRuns) -> None:
-    inputs = ner_inputs.study_inputs(table, "demo")
+def test_the_study_reads_mixtures_and_the_dp_privacy_where_used(
+    table: NerRuns, rule_outputs: RuleOutputs
+) -> None:
+    inputs = ner_inputs.study_inputs(table, "demo", rule_outputs)
     assert inputs["mixture_real"] == "results/build_mixture/demo/real/summary.json"
     assert inputs["benchmark_real"] == "benchmarks/train_ner/demo/real.tsv"
     assert inputs["privacy"] == "results/train_dp_lm/demo/dp/privacy.json"
@@ -333,7 +343,7 @@ def test_the_study_reads_mixtures_and_the_dp_privacy_where_used(table: NerRuns) 
     assert words.count("--privacy") == 4
     assert "dplm-syn25-seed1=results/train_dp_lm/demo/dp/privacy.json" in words
     plain = NerRuns.from_config(ner(REAL))
-    plain_inputs = ner_inputs.study_inputs(plain, "demo")
+    plain_inputs = ner_inputs.study_inputs(plain, "demo", rule_outputs)
     assert "privacy" not in plain_inputs
     assert ner_inputs.study_arguments(plain, plain_inputs) == (
         "--mixture real=results/build_mixture/demo/real/summary.json"
@@ -341,11 +351,11 @@ def test_the_study_reads_mixtures_and_the_dp_privacy_where_used(table: NerRuns) 
     )
 
 
-def test_a_run_is_archived_with_what_it_has(table: NerRuns) -> None:
+def test_a_run_is_archived_with_what_it_has(table: NerRuns, rule_outputs: RuleOutputs) -> None:
     """archive_run reads a trained run's mixture, benchmark and model folder (its training
     settings), the DP record only where its data passed through the DP model, and records
     the MD5 of the run's configuration."""
-    trained = ner_inputs.archive_inputs(table, "demo", "real")
+    trained = ner_inputs.archive_inputs(table, "demo", "real", rule_outputs)
     assert trained == {
         "evaluation": "results/evaluate_ner/demo/real/metrics.json",
         "mixture": "results/build_mixture/demo/real/summary.json",
@@ -364,7 +374,7 @@ def test_a_run_is_archived_with_what_it_has(table: NerRuns) -> None:
     assert "--privacy" not in words
     digest = words[words.index("--config-md5") + 1]
     assert len(digest) == 32
-    dp = ner_inputs.archive_inputs(table, "demo", "dplm-syn25-seed1")
+    dp = ner_inputs.archive_inputs(table, "demo", "dplm-syn25-seed1", rule_outputs)
     assert dp["privacy"] == "results/train_dp_lm/demo/dp/privacy.json"
     dp_words = shlex.split(
         ner_inputs.archive_arguments(table, "dplm-syn25-seed1", {**dp, "notes": notes})
@@ -372,4 +382,7 @@ def test_a_run_is_archived_with_what_it_has(table: NerRuns) -> None:
     assert dp_words[1] == table.runs["dplm-syn25-seed1"]["arm"]
     assert dp_words[dp_words.index("--config-md5") + 1] != digest
     untrained = next(run for run in table.runs if run not in table.trained)
-    assert set(ner_inputs.archive_inputs(table, "demo", untrained)) <= {"evaluation", "privacy"}
+    assert set(ner_inputs.archive_inputs(table, "demo", untrained, rule_outputs)) <= {
+        "evaluation",
+        "privacy",
+    }

@@ -169,11 +169,11 @@ def test_teacher_inputs_and_the_files_other_rules_read(rule_outputs: RuleOutputs
         "results/label_teacher/demo/model/pool/silver.parquet"
     )
     # the student names an arm: its first training seed is the run compared
-    assert table.student_metrics("union", "demo", runs) == (
+    assert table.student_metrics("union", "demo", runs, rule_outputs) == (
         "results/evaluate_ner/demo/s-seed1/metrics.json"
     )
     with pytest.raises(ConfigError, match=r"teacher\.teachers\[model\]: no student run"):
-        table.student_metrics("model", "demo", runs)
+        table.student_metrics("model", "demo", runs, rule_outputs)
 
 
 def test_teacher_cli_arguments() -> None:
@@ -213,7 +213,7 @@ TABULAR = {
 }
 
 
-def test_tabular_runs_budgets_and_labels() -> None:
+def test_tabular_runs_budgets_and_labels(rule_outputs: RuleOutputs) -> None:
     assert tabular.budgets("mst", [1.0, 2.5]) == ["eps1", "eps2.5"]
     assert tabular.budgets("ctgan", [1.0]) == ["non_dp"]
     runs = tabular.tabular_runs(TABULAR)
@@ -224,7 +224,7 @@ def test_tabular_runs_budgets_and_labels() -> None:
         ("pate_ctgan_eps2_5", "pate_ctgan (eps 2.5)"),
         ("ctgan_non_dp", "ctgan"),
     ]
-    files = tabular.sample_files("cancer", runs)
+    files = tabular.sample_files("cancer", runs, rule_outputs)
     assert files["mst_eps1"] == "results/fit_dp_tabular/cancer/mst/eps1/samples.parquet"
     assert files["pate_ctgan_eps1"] == (
         "results/fit_dp_gan_tabular/cancer/pate_ctgan/eps1/samples.parquet"
@@ -247,19 +247,22 @@ def test_budget_arguments_and_source_files() -> None:
     assert tabular.source_files({"path": "t.csv"}) == {"source": "t.csv"}
 
 
-def test_the_verbalized_samples_are_the_subsample_synthesizers() -> None:
-    assert tabular.verbalized_samples(TABULAR) == (
-        "results/fit_dp_gan_tabular/cancer/pate_ctgan/eps1/samples.parquet"
-    )
+def test_the_verbalized_samples_are_the_subsample_synthesizers(
+    rule_outputs: RuleOutputs,
+) -> None:
+    def samples(settings: dict[str, Any]) -> str:
+        run = tabular.verbalized_run(settings)
+        assert run in tabular.tabular_runs(settings)
+        return tabular.fit_file("cancer", run, "samples", rule_outputs)
+
+    assert samples(TABULAR) == "results/fit_dp_gan_tabular/cancer/pate_ctgan/eps1/samples.parquet"
     chosen = {**TABULAR, "subsample": {"synthesizer": "mst", "epsilon": 2.5}}
-    assert tabular.verbalized_samples(chosen) == (
-        "results/fit_dp_tabular/cancer/mst/eps2.5/samples.parquet"
-    )
+    assert samples(chosen) == "results/fit_dp_tabular/cancer/mst/eps2.5/samples.parquet"
     baseline = {**TABULAR, "subsample": {"synthesizer": "ctgan", "epsilon": None}}
-    assert tabular.verbalized_samples(baseline).endswith("/ctgan/non_dp/samples.parquet")
+    assert samples(baseline).endswith("/ctgan/non_dp/samples.parquet")
     missing = {**TABULAR, "subsample": {"synthesizer": "aim", "epsilon": None}}
     with pytest.raises(ConfigError) as err:
-        tabular.verbalized_samples(missing)
+        tabular.verbalized_run(missing)
     assert str(err.value) == (
         "synth.tabular.subsample.synthesizer 'aim' is not one of synth.tabular.synthesizers "
         "['mst', 'pate_ctgan', 'ctgan']"
@@ -303,8 +306,8 @@ def test_dplm_training_settings_by_privacy_and_lora() -> None:
     }
 
 
-def test_audit_inputs_and_arguments() -> None:
-    inputs = synthesis.audit_inputs(["dp", "non_dp"], "demo")
+def test_audit_inputs_and_arguments(rule_outputs: RuleOutputs) -> None:
+    inputs = synthesis.audit_inputs(["dp", "non_dp"], "demo", rule_outputs)
     assert inputs == {
         "samples_dp": "results/sample_dp_lm/demo/dp/samples.parquet",
         "model_dp": "results/train_dp_lm/demo/dp/model",

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
+import synthdeid.workflow as workflow_package
 from synthdeid.errors import ConfigError
-from synthdeid.workflow.outputs import Output, RuleOutputs, fill
+from synthdeid.workflow.outputs import BENCHMARK, Output, RuleOutputs, fill
 from synthdeid.workflow.pools import POOLS, SEED_TEXT_NOTES, TAPT_MODELS
 from synthdeid.workflow.tables import FINAL_OUTPUTS
 
@@ -56,3 +60,40 @@ def test_every_output_the_tables_name_is_declared_by_its_rule(rule_outputs: Rule
     for output in named:
         folder = output.rule.removeprefix("gather_")
         assert rule_outputs.pattern(output).startswith(f"results/{folder}/"), output
+
+
+class _Rule:
+    """A parsed rule as RuleOutputs.from_rules reads it."""
+
+    def __init__(self, name: str, outputs: dict[str, str], benchmark: str | None) -> None:
+        self.name, self.benchmark = name, benchmark
+        self.output = type("Outputs", (), {**outputs, "keys": lambda _: outputs.keys()})()
+
+
+def test_a_rules_benchmark_file_goes_by_its_own_name(rule_outputs: RuleOutputs) -> None:
+    train = Output("train_ner", BENCHMARK)
+    assert rule_outputs.path(train, corpus="demo", run="real") == (
+        "benchmarks/train_ner/demo/real.tsv"
+    )
+    with pytest.raises(ConfigError, match="declares no output named 'benchmark'"):
+        rule_outputs.pattern(Output("all", BENCHMARK))  # a rule without one
+    clash = _Rule("x", {"benchmark": "results/x/b.tsv"}, None)
+    with pytest.raises(ConfigError, match="rule 'x' names an output 'benchmark'"):
+        RuleOutputs.from_rules([clash])
+    plain = RuleOutputs.from_rules([_Rule("y", {"table": "results/y/t.csv"}, "benchmarks/y.tsv")])
+    assert plain.pattern(Output("y", BENCHMARK)) == "benchmarks/y.tsv"
+    assert plain.pattern(Output("y", "table")) == "results/y/t.csv"
+
+
+def test_no_module_of_the_workflow_package_writes_a_result_path() -> None:
+    """Paths of results and benchmarks are the rules' declarations, read through
+    RuleOutputs, never spelled again in the tables or input helpers."""
+    package = Path(workflow_package.__file__).parent
+    spelled = re.compile(r"""f?["'](?:results|benchmarks)/""")
+    found = [
+        f"{path.name}:{number}"
+        for path in sorted(package.glob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if spelled.search(line)
+    ]
+    assert found == []

@@ -69,7 +69,6 @@ reader_files = refusing(corpora.reader_files)
 evaluation_reader_files = refusing(corpora.evaluation_reader_files)
 anchor_path = refusing(corpora.anchor_path)
 key_fingerprint = refusing(surrogate_key.key_fingerprint)
-verbalized_samples = refusing(tabular.verbalized_samples)
 
 CORPUS = TABLES.corpus
 LABEL_MAP = label_map_json(config["labels"]["mapping"])
@@ -106,13 +105,16 @@ ERROR_REPORT = NER["error_report"]
 # labelled pools a mixture can draw from, silver pools of the teachers included
 POOLS = TABLES.pools
 
-# every DP release (its privacy.json) and the budgets per population (rule ledger_privacy)
-LEDGER_RELEASES = ledger.release_specs(
-    CORPUS, TABLE, TABULAR_RUNS, verbalized_samples(TABULAR)
-)
+# the fitted synthesizer whose rows are verbalized (subsample_tabular)
+VERBALIZED = refusing(tabular.verbalized_run)(TABULAR)
+# the budgets per population, checked against the configured epsilons of every DP
+# release now (the ledger_privacy step reads ledger_releases below)
 LEDGER_BUDGETS = ledger.budgets(CORPUS, TABLE, config["privacy"]["budgets"])
 refusing(ledger.check_planned)(
-    LEDGER_RELEASES, DPLM["privacy"]["target_epsilon"], TABULAR_RUNS, LEDGER_BUDGETS
+    ledger.planned_releases(CORPUS, TABLE, TABULAR_RUNS),
+    DPLM["privacy"]["target_epsilon"],
+    TABULAR_RUNS,
+    LEDGER_BUDGETS,
 )
 
 # jobs per sharded step (1: one job, no gather)
@@ -206,7 +208,13 @@ def tabular_options(wildcards):
 
 
 def run_model(wildcards):
-    return RUNS.model_dir(wildcards.run, wildcards.corpus)
+    return RUNS.model_dir(wildcards.run, wildcards.corpus, rule_outputs())
+
+
+@functools.cache
+def ledger_releases():
+    """Every DP release with its privacy.json (rule ledger_privacy)."""
+    return ledger.release_specs(CORPUS, TABLE, TABULAR_RUNS, VERBALIZED, rule_outputs())
 
 
 def operating_point_settings(wildcards):

@@ -51,7 +51,7 @@ checkpoint plan_runs:
     output: plan.json (duplicate runs, degenerate arms, the runs not trained)
     """
     input:
-        unpack(lambda w: ner_inputs.plan_inputs(RUNS, w.corpus)),
+        unpack(lambda w: ner_inputs.plan_inputs(RUNS, w.corpus, rule_outputs())),
     output:
         plan="results/plan_runs/{corpus}/plan.json",
     log:
@@ -146,7 +146,9 @@ rule soft_label_ner:
             teacher saw PHI in real notes)
     """
     input:
-        teacher=lambda w: ner_inputs.teacher_model(RUNS, w.run, w.corpus),
+        teacher=lambda w: ner_inputs.teacher_model(
+            RUNS, w.run, w.corpus, rule_outputs()
+        ),
         train=rules.build_mixture.output.train,
     output:
         soft_labels="results/soft_label_ner/{corpus}/{run}/local/soft_labels.parquet",
@@ -178,7 +180,9 @@ rule train_ner:
     """
     input:
         unpack(lambda w: ner_inputs.tapt_input(RUNS, w.run, w.corpus, rule_outputs())),
-        unpack(lambda w: ner_inputs.distill_input(RUNS, w.run, w.corpus)),
+        unpack(
+            lambda w: ner_inputs.distill_input(RUNS, w.run, w.corpus, rule_outputs())
+        ),
         train=rules.build_mixture.output.train,
         validation=rules.build_mixture.output.validation,
         summary=rules.build_mixture.output.summary,
@@ -218,7 +222,9 @@ rule ensemble_ner:
     (synthdeid_ensemble.json with member paths relative to it, model card).
     """
     input:
-        unpack(lambda w: ner_inputs.ensemble_inputs(RUNS, w.run, w.corpus)),
+        unpack(
+            lambda w: ner_inputs.ensemble_inputs(RUNS, w.run, w.corpus, rule_outputs())
+        ),
     output:
         model=directory("results/ensemble_ner/{corpus}/{run}/model"),
     log:
@@ -247,7 +253,9 @@ rule stack_lexicons:
     sources and licences, the coefficients; model card).
     """
     input:
-        unpack(lambda w: ner_inputs.stacked_inputs(RUNS, w.run, w.corpus)),
+        unpack(
+            lambda w: ner_inputs.stacked_inputs(RUNS, w.run, w.corpus, rule_outputs())
+        ),
         notes=rules.split_notes.output.notes,
     output:
         model=directory("results/stack_lexicons/{corpus}/{run}/model"),
@@ -396,7 +404,9 @@ rule evaluate_ner:
     input:
         gold=rules.split_notes.output.notes,
         # a run's predictions, or an anchor's (score_anchor)
-        predictions=lambda w: ner_inputs.predictions_file(w.corpus, w.run, ANCHORS),
+        predictions=lambda w: ner_inputs.predictions_file(
+            w.corpus, w.run, rule_outputs(), ANCHORS
+        ),
     output:
         metrics="results/evaluate_ner/{corpus}/{run}/metrics.json",
         table="results/evaluate_ner/{corpus}/{run}/metrics.md",
@@ -516,12 +526,12 @@ rule compare_ner:
     input:
         unpack(
             lambda w: ner_inputs.evaluation_outputs(
-                distinct_runs(w), w.corpus, ANCHORS
+                distinct_runs(w), w.corpus, rule_outputs(), ANCHORS
             )
         ),
         unpack(
             lambda w: ner_inputs.cross_outputs(
-                distinct_runs(w), EVAL_CORPORA, w.corpus
+                distinct_runs(w), EVAL_CORPORA, w.corpus, rule_outputs()
             )
         ),
     output:
@@ -583,7 +593,9 @@ rule archive_run:
     such folders alone.
     """
     input:
-        unpack(lambda w: ner_inputs.archive_inputs(RUNS, w.corpus, w.run)),
+        unpack(
+            lambda w: ner_inputs.archive_inputs(RUNS, w.corpus, w.run, rule_outputs())
+        ),
         notes=rules.split_notes.output.notes,
     output:
         per_document="results/archive_run/{corpus}/{run}/per_document.parquet",
@@ -610,7 +622,11 @@ rule tabulate_study:
     the two-level paired bootstrap.
     """
     input:
-        unpack(lambda w: ner_inputs.study_inputs(distinct_runs(w), w.corpus)),
+        unpack(
+            lambda w: ner_inputs.study_inputs(
+                distinct_runs(w), w.corpus, rule_outputs()
+            )
+        ),
         comparison=rules.compare_ner.output.comparison,
         plan=rules.plan_runs.output.plan,
     output:

@@ -6,7 +6,7 @@ rule ledger_privacy:
             written, when a population's total exceeds privacy.budgets
     """
     input:
-        [spec["file"] for spec in LEDGER_RELEASES],
+        lambda w: [spec["file"] for spec in ledger_releases()],
     output:
         record="results/ledger_privacy/{corpus}/ledger.json",
         markdown="results/ledger_privacy/{corpus}/ledger.md",
@@ -21,7 +21,7 @@ rule ledger_privacy:
     conda:
         "../../envs/cpu.yaml"
     params:
-        releases=as_json(LEDGER_RELEASES),
+        releases=lambda w: as_json(ledger_releases()),
         budgets=as_json(LEDGER_BUDGETS),
         out_dir=folder_of("record"),
     shell:

@@ -118,7 +118,7 @@ rule audit_dp_lm:
     the real notes.
     """
     input:
-        unpack(lambda w: synthesis.audit_inputs(DPLM_MODELS, w.corpus)),
+        unpack(lambda w: synthesis.audit_inputs(DPLM_MODELS, w.corpus, rule_outputs())),
         masked=rules.mask_seeds.output.masked,
         canaries=rules.plant_canaries.output.canaries,
         notes=rules.split_notes.output.notes,

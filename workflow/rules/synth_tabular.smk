@@ -116,7 +116,7 @@ rule evaluate_tabular:
     split; mean and spread over the samples; the real holdout as reference.
     """
     input:
-        unpack(lambda w: tabular.sample_files(TABLE, TABULAR_RUNS)),
+        unpack(lambda w: tabular.sample_files(TABLE, TABULAR_RUNS, rule_outputs())),
         prepared=rules.prepare_tabular.output.prepared,
         spec=TABULAR["table"]["spec"],
     output:
@@ -161,7 +161,7 @@ rule subsample_tabular:
     strata variables with the paper's 60/60/30/30/70 quotas scaled to size.
     """
     input:
-        samples=lambda w: verbalized_samples(TABULAR),
+        samples=lambda w: tabular.fit_file(TABLE, VERBALIZED, "samples", rule_outputs()),
         spec=TABULAR["table"]["spec"],
     output:
         subsample="results/subsample_tabular/{table}/subsample.parquet",

@@ -181,7 +181,11 @@ rule compare_teacher:
     """Teacher vs student on the gold holdout, per label, with paired tests (SHIELD, Table 2)."""
     input:
         teacher="results/evaluate_teacher/{corpus}/{teacher}/holdout/metrics.json",
-        student=refusing(lambda w: TEACHERS.student_metrics(w.teacher, w.corpus, RUNS)),
+        student=refusing(
+            lambda w: TEACHERS.student_metrics(
+                w.teacher, w.corpus, RUNS, rule_outputs()
+            )
+        ),
     output:
         table="results/compare_teacher/{corpus}/{teacher}/distillation.md",
         html=report(

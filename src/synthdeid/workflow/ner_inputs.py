@@ -14,31 +14,41 @@ from synthdeid.ner.duplicates import RunPlan, read_plan, settings_digest
 from synthdeid.ner.sweeps import ARM
 from synthdeid.workflow.arguments import flags, joined, parent
 from synthdeid.workflow.ner_runs import NerRuns
-from synthdeid.workflow.outputs import RuleOutputs
+from synthdeid.workflow.outputs import BENCHMARK, Output, RuleOutputs
 from synthdeid.workflow.pools import tapt_model
 from synthdeid.workflow.synthesis import dp_lm_privacy_file
 
+# a run's predictions as the workflow names them: gather_predict_ner's outputs, which are
+# predict_ner's own when it runs as one job (shards.predict_ner 1)
+PREDICTIONS = Output("gather_predict_ner", "predictions")
 
-def mixture_file(corpus: str, run: str, name: str) -> str:
-    """A file of a run's mixture (train.parquet, validation.parquet, summary.json)."""
-    return f"results/build_mixture/{corpus}/{run}/{name}"
+
+def mixture_file(corpus: str, run: str, name: str, outputs: RuleOutputs) -> str:
+    """A file of a run's mixture (build_mixture's output ``train``, ``validation`` or
+    ``summary``)."""
+    return outputs.path(Output("build_mixture", name), corpus=corpus, run=run)
 
 
-def metrics_file(corpus: str, run: str) -> str:
+def metrics_file(corpus: str, run: str, outputs: RuleOutputs) -> str:
     """A run's scores on its own holdout (evaluate_ner)."""
-    return f"results/evaluate_ner/{corpus}/{run}/metrics.json"
+    return outputs.path(Output("evaluate_ner", "metrics"), corpus=corpus, run=run)
 
 
-def predictions_file(corpus: str, run: str, anchors: Collection[str] = ()) -> str:
+def predictions_file(
+    corpus: str, run: str, outputs: RuleOutputs, anchors: Collection[str] = ()
+) -> str:
     """What evaluate_ner scores: a run's predictions (predict_ner), or an anchor's predictions
     made into the same table (score_anchor)."""
-    step = "score_anchor" if run in anchors else "predict_ner"
-    return f"results/{step}/{corpus}/{run}/predictions.parquet"
+    if run in anchors:
+        return outputs.path(Output("score_anchor", "predictions"), corpus=corpus, anchor=run)
+    return outputs.path(PREDICTIONS, corpus=corpus, run=run)
 
 
-def cross_metrics_file(corpus: str, run: str, target: str) -> str:
+def cross_metrics_file(corpus: str, run: str, target: str, outputs: RuleOutputs) -> str:
     """A run's scores on a corpus of evaluation.corpora (evaluate_ner_cross)."""
-    return f"results/evaluate_ner_cross/{corpus}/{run}/{target}/metrics.json"
+    return outputs.path(
+        Output("evaluate_ner_cross", "metrics"), corpus=corpus, run=run, target=target
+    )
 
 
 def run_tapt_model(runs: NerRuns, run: str, corpus: str, outputs: RuleOutputs) -> str | None:
@@ -90,15 +100,11 @@ def settings_key(runs: NerRuns, run: str) -> str:
     )
 
 
-def plan_file(corpus: str) -> str:
-    """plan_runs' plan: duplicate runs and degenerate arms."""
-    return f"results/plan_runs/{corpus}/plan.json"
-
-
-def plan_inputs(runs: NerRuns, corpus: str) -> dict[str, str]:
+def plan_inputs(runs: NerRuns, corpus: str, outputs: RuleOutputs) -> dict[str, str]:
     """plan_runs' inputs: each trained run's mixture summary, the reference arm's first."""
     return {
-        f"mixture_{run}": mixture_file(corpus, run, "summary.json") for run in runs.in_plan_order()
+        f"mixture_{run}": mixture_file(corpus, run, "summary", outputs)
+        for run in runs.in_plan_order()
     }
 
 
@@ -157,25 +163,27 @@ def read_run_plan(path: str) -> RunPlan:
         ) from None
 
 
-def soft_labels_file(corpus: str, run: str) -> str:
+def soft_labels_file(corpus: str, run: str, outputs: RuleOutputs) -> str:
     """A distilled run's teacher soft labels on its training notes (soft_label_ner; local
     only: they say where the teacher saw PHI in real notes)."""
-    return f"results/soft_label_ner/{corpus}/{run}/local/soft_labels.parquet"
+    return outputs.path(Output("soft_label_ner", "soft_labels"), corpus=corpus, run=run)
 
 
-def teacher_model(runs: NerRuns, run: str, corpus: str) -> str:
+def teacher_model(runs: NerRuns, run: str, corpus: str, outputs: RuleOutputs) -> str:
     """soft_label_ner's teacher: the model directory of the run's `distill_from` (trained,
     ensemble or stacked)."""
     teacher = runs.distill_teacher(run)
     if teacher is None:
         raise ConfigError(f"ner run {run!r} has no distill_from: it learns no soft labels")
-    return runs.model_dir(teacher, corpus)
+    return runs.model_dir(teacher, corpus, outputs)
 
 
-def distill_input(runs: NerRuns, run: str, corpus: str) -> dict[str, str]:
+def distill_input(runs: NerRuns, run: str, corpus: str, outputs: RuleOutputs) -> dict[str, str]:
     """train_ner's distillation input: the teacher's soft labels (nothing for a run without
     `distill_from`)."""
-    return {"soft_labels": soft_labels_file(corpus, run)} if runs.distill_teacher(run) else {}
+    if not runs.distill_teacher(run):
+        return {}
+    return {"soft_labels": soft_labels_file(corpus, run, outputs)}
 
 
 def distill_arguments(inputs: Mapping[str, str]) -> str:
@@ -186,25 +194,27 @@ def distill_arguments(inputs: Mapping[str, str]) -> str:
     return f"--soft-labels {shlex.quote(inputs['soft_labels'])}"
 
 
-def development_inputs(runs: NerRuns, run: str, corpus: str) -> dict[str, str]:
+def development_inputs(
+    runs: NerRuns, run: str, corpus: str, outputs: RuleOutputs
+) -> dict[str, str]:
     """A trained run's model, and its validation and training notes."""
     return {
-        "model": runs.model_dir(run, corpus),
-        "validation": mixture_file(corpus, run, "validation.parquet"),
-        "train": mixture_file(corpus, run, "train.parquet"),
+        "model": runs.model_dir(run, corpus, outputs),
+        "validation": mixture_file(corpus, run, "validation", outputs),
+        "train": mixture_file(corpus, run, "train", outputs),
     }
 
 
-def stacked_inputs(runs: NerRuns, run: str, corpus: str) -> dict[str, str]:
+def stacked_inputs(runs: NerRuns, run: str, corpus: str, outputs: RuleOutputs) -> dict[str, str]:
     """The base run's model, and its validation and training notes (development notes)."""
-    return development_inputs(runs, runs.stacked[run], corpus)
+    return development_inputs(runs, runs.stacked[run], corpus, outputs)
 
 
-def ensemble_inputs(runs: NerRuns, run: str, corpus: str) -> dict[str, str]:
+def ensemble_inputs(runs: NerRuns, run: str, corpus: str, outputs: RuleOutputs) -> dict[str, str]:
     """Each member's model, and its validation and training notes (operating point)."""
     inputs: dict[str, str] = {}
     for member in runs.ensembles[run]:
-        member_inputs = development_inputs(runs, member, corpus)
+        member_inputs = development_inputs(runs, member, corpus, outputs)
         inputs.update({f"{key}_{member}": path for key, path in member_inputs.items()})
     return inputs
 
@@ -219,16 +229,20 @@ def ensemble_arguments(runs: NerRuns, run: str, inputs: Mapping[str, str]) -> st
     )
 
 
-def evaluation_outputs(runs: NerRuns, corpus: str, anchors: Collection[str] = ()) -> dict[str, str]:
+def evaluation_outputs(
+    runs: NerRuns, corpus: str, outputs: RuleOutputs, anchors: Collection[str] = ()
+) -> dict[str, str]:
     """compare_ner's inputs: every run's metrics on its own holdout, then every anchor's
     (evaluation.anchors, scored as runs on the same notes), by name."""
-    return {name: metrics_file(corpus, name) for name in (*runs.runs, *anchors)}
+    return {name: metrics_file(corpus, name, outputs) for name in (*runs.runs, *anchors)}
 
 
-def cross_outputs(runs: NerRuns, targets: Collection[str], corpus: str) -> dict[str, str]:
+def cross_outputs(
+    runs: NerRuns, targets: Collection[str], corpus: str, outputs: RuleOutputs
+) -> dict[str, str]:
     """metrics.json of every run on every corpus of evaluation.corpora."""
     return {
-        f"cross_{target}_{run}": cross_metrics_file(corpus, run, target)
+        f"cross_{target}_{run}": cross_metrics_file(corpus, run, target, outputs)
         for target in targets
         for run in runs.runs
     }
@@ -267,18 +281,20 @@ def cross_arguments(
     return " ".join(arguments)
 
 
-def train_benchmark(corpus: str, run: str) -> str:
+def train_benchmark(corpus: str, run: str, outputs: RuleOutputs) -> str:
     """The benchmark file of a run's train_ner job (wall and CPU time)."""
-    return f"benchmarks/train_ner/{corpus}/{run}.tsv"
+    return outputs.path(Output("train_ner", BENCHMARK), corpus=corpus, run=run)
 
 
-def study_inputs(runs: NerRuns, corpus: str) -> dict[str, str]:
+def study_inputs(runs: NerRuns, corpus: str, outputs: RuleOutputs) -> dict[str, str]:
     """Each trained run's mixture summary and train benchmark, and the DP model's privacy
     record where used."""
-    inputs = {f"mixture_{run}": mixture_file(corpus, run, "summary.json") for run in runs.trained}
-    inputs |= {f"benchmark_{run}": train_benchmark(corpus, run) for run in runs.trained}
+    inputs = {
+        f"mixture_{run}": mixture_file(corpus, run, "summary", outputs) for run in runs.trained
+    }
+    inputs |= {f"benchmark_{run}": train_benchmark(corpus, run, outputs) for run in runs.trained}
     if runs.dp_model_runs():
-        inputs["privacy"] = dp_lm_privacy_file(corpus)
+        inputs["privacy"] = dp_lm_privacy_file(corpus, outputs)
     return inputs
 
 
@@ -291,17 +307,17 @@ def study_arguments(runs: NerRuns, inputs: Mapping[str, str]) -> str:
     )
 
 
-def archive_inputs(runs: NerRuns, corpus: str, run: str) -> dict[str, str]:
+def archive_inputs(runs: NerRuns, corpus: str, run: str, outputs: RuleOutputs) -> dict[str, str]:
     """What archive_run reads of a run: its evaluation, and where it has them its mixture
     summary, train benchmark, model folder (its training settings) and the DP model's
     privacy record."""
-    inputs = {"evaluation": metrics_file(corpus, run)}
+    inputs = {"evaluation": metrics_file(corpus, run, outputs)}
     if run in runs.trained:
-        inputs["mixture"] = mixture_file(corpus, run, "summary.json")
-        inputs["benchmark"] = train_benchmark(corpus, run)
-        inputs["model"] = runs.model_dir(run, corpus)
+        inputs["mixture"] = mixture_file(corpus, run, "summary", outputs)
+        inputs["benchmark"] = train_benchmark(corpus, run, outputs)
+        inputs["model"] = runs.model_dir(run, corpus, outputs)
     if run in runs.dp_model_runs():
-        inputs["privacy"] = dp_lm_privacy_file(corpus)
+        inputs["privacy"] = dp_lm_privacy_file(corpus, outputs)
     return inputs
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from synthdeid.errors import ConfigError
 from synthdeid.ner.sweeps import ARM, arms, expand_runs
+from synthdeid.workflow.outputs import Output, RuleOutputs
 from synthdeid.workflow.pools import from_dp_language_model
 
 
@@ -81,7 +82,7 @@ class NerRuns:
             name for name, run in self.runs.items() if "members" not in run and "base" not in run
         ]
 
-    def model_dir(self, run: str, corpus: str) -> str:
+    def model_dir(self, run: str, corpus: str, outputs: RuleOutputs) -> str:
         """Where a run's model directory is: trained (train_ner), combined
         (ensemble_ner) or stacked over lexicons (stack_lexicons)."""
         entry = self.runs[run]
@@ -89,7 +90,7 @@ class NerRuns:
             step = "stack_lexicons"
         else:
             step = "ensemble_ner" if "members" in entry else "train_ner"
-        return f"results/{step}/{corpus}/{run}/model"
+        return outputs.path(Output(step, "model"), corpus=corpus, run=run)
 
     def training(self, run: str) -> dict[str, Any]:
         """ner.training with the run's own overrides on top."""

@@ -41,6 +41,7 @@ class DeclaredRule(Protocol):
 
     name: str
     output: Any  # snakemake.io.OutputFiles: keys() and attribute access by name
+    benchmark: Any  # the benchmark file's pattern, or None
 
 
 def fill(pattern: str, wildcards: Mapping[str, str]) -> str:
@@ -53,23 +54,34 @@ def fill(pattern: str, wildcards: Mapping[str, str]) -> str:
     return _WILDCARD.sub(filled, pattern)
 
 
+# the name a rule's benchmark file goes by among its outputs
+BENCHMARK = "benchmark"
+
+
 class RuleOutputs:
-    """Every named output of every rule: (rule, output name) -> its path pattern."""
+    """Every named output of every rule: (rule, output name) -> its path pattern; a rule's
+    benchmark file is named :data:`BENCHMARK`."""
 
     def __init__(self, patterns: Mapping[tuple[str, str], str]) -> None:
         self._patterns = dict(patterns)
 
     @classmethod
     def from_rules(cls, rules: Iterable[DeclaredRule]) -> RuleOutputs:
-        """The named outputs of parsed Snakemake rules (``workflow.rules``)."""
-        return cls(
-            {
-                (rule.name, name): str(getattr(rule.output, name))
-                for rule in rules
-                # (iterating OutputFiles gives its paths; keys() gives the names)
-                for name in rule.output.keys()  # noqa: SIM118
-            }
-        )
+        """The named outputs of parsed Snakemake rules (``workflow.rules``), and their
+        benchmark files."""
+        patterns: dict[tuple[str, str], str] = {}
+        for rule in rules:
+            # (iterating OutputFiles gives its paths; keys() gives the names)
+            for name in rule.output.keys():  # noqa: SIM118
+                if name == BENCHMARK:
+                    raise ConfigError(
+                        f"rule {rule.name!r} names an output {BENCHMARK!r}, the name its "
+                        "benchmark file goes by"
+                    )
+                patterns[(rule.name, name)] = str(getattr(rule.output, name))
+            if rule.benchmark is not None:
+                patterns[(rule.name, BENCHMARK)] = str(rule.benchmark)
+        return cls(patterns)
 
     def pattern(self, output: Output) -> str:
         """The output's path pattern, the wildcards it fixes filled."""

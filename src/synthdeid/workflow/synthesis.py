@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from synthdeid.workflow.arguments import flags
+from synthdeid.workflow.outputs import Output, RuleOutputs
 
 # the generate_templates slice of synth.template (the pools settings are fill_templates')
 TEMPLATE_KEYS = ("backend", "variants", "generation", "seed", "validator", "guard", "seed_sample")
@@ -53,17 +54,18 @@ def dplm_training_settings(dplm: Mapping[str, Any], privacy: str) -> dict[str, A
     return {key: dplm[key] for key in keys}
 
 
-def dp_lm_privacy_file(corpus: str) -> str:
+def dp_lm_privacy_file(corpus: str, outputs: RuleOutputs) -> str:
     """The privacy record (epsilon, delta) of the DP language model (train_dp_lm, privacy dp)."""
-    return f"results/train_dp_lm/{corpus}/{DP}/privacy.json"
+    return outputs.path(Output("train_dp_lm", "privacy"), corpus=corpus, privacy=DP)
 
 
-def audit_inputs(models: Sequence[str], corpus: str) -> dict[str, str]:
+def audit_inputs(models: Sequence[str], corpus: str, outputs: RuleOutputs) -> dict[str, str]:
     """Samples and model directory of every trained LM, named samples_<m> / model_<m>."""
     inputs = {}
     for name in models:
-        inputs[f"samples_{name}"] = f"results/sample_dp_lm/{corpus}/{name}/samples.parquet"
-        inputs[f"model_{name}"] = f"results/train_dp_lm/{corpus}/{name}/model"
+        where = {"corpus": corpus, "privacy": name}
+        inputs[f"samples_{name}"] = outputs.path(Output("sample_dp_lm", "samples"), **where)
+        inputs[f"model_{name}"] = outputs.path(Output("train_dp_lm", "model"), **where)
     return inputs
 
 

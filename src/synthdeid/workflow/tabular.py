@@ -16,6 +16,7 @@ from synthdeid.tabular.endpoint import POLICY_KEYS
 from synthdeid.tabular.source import chosen_source
 from synthdeid.tabular.synthesizers import DPGAN_ENV, SYNTHESIZERS
 from synthdeid.workflow.arguments import flags
+from synthdeid.workflow.outputs import Output, RuleOutputs
 
 MAIN_ENV_SYNTHESIZERS = [name for name, info in SYNTHESIZERS.items() if info.env != DPGAN_ENV]
 DPGAN_ENV_SYNTHESIZERS = [name for name, info in SYNTHESIZERS.items() if info.env == DPGAN_ENV]
@@ -52,10 +53,15 @@ class TabularRun:
         return f"{self.synthesizer} (eps {self.budget.removeprefix('eps')})"
 
 
+def tabular_run(synthesizer: str, run_budget: str) -> TabularRun:
+    """A synthesizer fitted at a budget, keyed as evaluate_tabular names its input."""
+    return TabularRun(f"{synthesizer}_{run_budget}".replace(".", "_"), synthesizer, run_budget)
+
+
 def tabular_runs(tabular: Mapping[str, Any]) -> list[TabularRun]:
     """Every fitted synthesizer of synth.tabular, in config order."""
     return [
-        TabularRun(f"{name}_{run_budget}".replace(".", "_"), name, run_budget)
+        tabular_run(name, run_budget)
         for name in tabular["synthesizers"]
         for run_budget in budgets(name, tabular["epsilons"])
     ]
@@ -66,13 +72,19 @@ def fit_rule(synthesizer: str) -> str:
     return "fit_dp_gan_tabular" if SYNTHESIZERS[synthesizer].env == DPGAN_ENV else "fit_dp_tabular"
 
 
-def samples_path(table: str, synthesizer: str, run_budget: str) -> str:
-    return f"results/{fit_rule(synthesizer)}/{table}/{synthesizer}/{run_budget}/samples.parquet"
+def fit_file(table: str, run: TabularRun, name: str, outputs: RuleOutputs) -> str:
+    """A file of a fitted synthesizer (its fit rule's output ``samples`` or ``privacy``)."""
+    return outputs.path(
+        Output(fit_rule(run.synthesizer), name),
+        table=table,
+        synthesizer=run.synthesizer,
+        budget=run.budget,
+    )
 
 
-def sample_files(table: str, runs: Sequence[TabularRun]) -> dict[str, str]:
+def sample_files(table: str, runs: Sequence[TabularRun], outputs: RuleOutputs) -> dict[str, str]:
     """evaluate_tabular's inputs: every fitted synthesizer's samples."""
-    return {run.key: samples_path(table, run.synthesizer, run.budget) for run in runs}
+    return {run.key: fit_file(table, run, "samples", outputs) for run in runs}
 
 
 def run_arguments(runs: Sequence[TabularRun], inputs: Mapping[str, str]) -> str:
@@ -100,8 +112,8 @@ def source_files(source: Mapping[str, Any]) -> dict[str, str]:
     return {"source": chosen["path"]} if "path" in chosen else {}
 
 
-def verbalized_samples(tabular: Mapping[str, Any]) -> str:
-    """The samples of the synthesizer whose rows are verbalized (Lorenzo et al. 2026: PATE-CTGAN)."""
+def verbalized_run(tabular: Mapping[str, Any]) -> TabularRun:
+    """The fitted synthesizer whose rows are verbalized (Lorenzo et al. 2026: PATE-CTGAN)."""
     name = tabular["subsample"]["synthesizer"]
     if name not in tabular["synthesizers"]:
         raise ConfigError(
@@ -109,7 +121,7 @@ def verbalized_samples(tabular: Mapping[str, Any]) -> str:
             f"synth.tabular.synthesizers {tabular['synthesizers']}"
         )
     epsilon = tabular["subsample"]["epsilon"] or tabular["epsilons"][0]
-    return samples_path(tabular["table"]["name"], name, budget(name, epsilon))
+    return tabular_run(name, budget(name, epsilon))
 
 
 def verbalize_settings(verbalize: Mapping[str, Any]) -> dict[str, Any]:

@@ -86,7 +86,7 @@ class Teachers:
         entry = self.entries[name]
         if entry["kind"] == "model":
             run = self.model_run(name, runs)
-            inputs["model"] = runs.model_dir(run, corpus) if run else entry["model"]
+            inputs["model"] = runs.model_dir(run, corpus, outputs) if run else entry["model"]
         return inputs
 
     def member_files(
@@ -115,9 +115,9 @@ class Teachers:
             raise ConfigError(f"teacher.teachers[{name}]: no student run to compare it with")
         return student
 
-    def student_metrics(self, name: str, corpus: str, runs: NerRuns) -> str:
+    def student_metrics(self, name: str, corpus: str, runs: NerRuns, outputs: RuleOutputs) -> str:
         """The student's scores on the holdout (compare_teacher's student input)."""
-        return metrics_file(corpus, self.compared_student(name, runs))
+        return metrics_file(corpus, self.compared_student(name, runs), outputs)
 
     def distillation_arguments(self, name: str, runs: NerRuns, inputs: Mapping[str, str]) -> str:
         """--teacher NAME=FOLDER --student RUN=FOLDER for compare_teacher, from its inputs."""
