@@ -431,19 +431,22 @@ def iter_notes(
         yield table_to_notes(table, path=path, ids=ids, first_row=first)
 
 
-def note_texts(path: str | Path, note_ids: Iterable[str]) -> dict[str, str]:
-    """The text of each of ``note_ids`` in a notes table (only ``note_id`` and ``text`` are
-    read, a row group at a time); a note id the table does not hold is an InputError."""
-    wanted = set(note_ids)
+def iter_note_texts(path: str | Path) -> Iterator[tuple[str, str]]:
+    """``(note_id, text)`` of every note of a notes table, only those two columns read, a
+    row group at a time."""
     source = open_parquet(path)
     require_columns(path, source.schema_arrow.names, ["note_id", "text"], "a notes table")
-    texts: dict[str, str] = {}
     for _, table in iter_row_range(source, columns=["note_id", "text"]):
-        for note_id, text in zip(
+        yield from zip(
             table.column("note_id").to_pylist(), table.column("text").to_pylist(), strict=True
-        ):
-            if note_id in wanted:
-                texts[note_id] = text
+        )
+
+
+def note_texts(path: str | Path, note_ids: Iterable[str]) -> dict[str, str]:
+    """The text of each of ``note_ids`` in a notes table (:func:`iter_note_texts`); a note id
+    the table does not hold is an InputError."""
+    wanted = set(note_ids)
+    texts = {note_id: text for note_id, text in iter_note_texts(path) if note_id in wanted}
     absent = len(wanted - texts.keys())
     if absent:
         raise InputError(

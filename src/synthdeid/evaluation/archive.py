@@ -45,7 +45,6 @@ import pyarrow.parquet as pq
 from synthdeid.artifacts import (
     atomic_directory,
     code_version,
-    iter_row_range,
     open_parquet,
     require_columns,
     write_json_atomic,
@@ -54,7 +53,7 @@ from synthdeid.errors import InputError, read_error_detail
 from synthdeid.evaluation.report import PER_DOCUMENT, read_per_document, write_per_document
 from synthdeid.hashset import hash64, update_parts
 from synthdeid.ner.mixtures import read_mixture_summary
-from synthdeid.notes import note_texts
+from synthdeid.notes import iter_note_texts, note_texts
 from synthdeid.scoring.metrics import CountTable
 
 RUN_RECORD = "run.json"
@@ -419,18 +418,24 @@ def rekey_archived_run(folder: Path, notes: Path) -> bool:
     path = folder / PER_DOCUMENT
     table = open_parquet(path).read()
     require_columns(path, table.column_names, ["note_id"], "a per-document table")
-    by_hash = _unkeyed_ids(notes, set(table.column("note_id").to_pylist()))
-    note_ids = [by_hash.get(hashed) for hashed in table.column("note_id").to_pylist()]
-    unknown = sum(note_id is None for note_id in note_ids)
+    hashes = table.column("note_id").to_pylist()
+    # format 1's unkeyed hash -> (note id, text), for the notes of the table among hashes
+    wanted = set(hashes)
+    found = {
+        hashed: (note_id, text)
+        for note_id, text in iter_note_texts(notes)
+        if (hashed := hashed_note_id(note_id, None)) in wanted
+    }
+    unknown = sum(hashed not in found for hashed in hashes)
     if unknown:
         raise InputError(
             path,
             None,
-            f"{unknown} of its {len(note_ids)} note ids hash no note id of {notes}",
+            f"{unknown} of its {len(hashes)} note ids hash no note id of {notes}",
             "give the notes table the run was scored on",
         )
-    known = [note_id for note_id in note_ids if note_id is not None]
-    key = note_key(note_texts(notes, known))
+    known = [found[hashed][0] for hashed in hashes]
+    key = note_key(dict(found[hashed] for hashed in hashes))
     column = table.column_names.index("note_id")
     rekeyed = table.set_column(column, table.field(column), pa.array(_hashed(known, key, path)))
     with atomic_directory(folder) as staging:
@@ -441,16 +446,3 @@ def rekey_archived_run(folder: Path, notes: Path) -> bool:
             {**record, "format": FORMAT, "note_key": key_id(key)}, staging / RUN_RECORD
         )
     return True
-
-
-def _unkeyed_ids(notes: Path, hashes: set[str]) -> dict[str, str]:
-    """Format 1's unkeyed hash -> note id, for the note ids of ``notes`` among ``hashes``."""
-    source = open_parquet(notes)
-    require_columns(notes, source.schema_arrow.names, ["note_id"], "a notes table")
-    found: dict[str, str] = {}
-    for _, table in iter_row_range(source, columns=["note_id"]):
-        for note_id in table.column("note_id").to_pylist():
-            hashed = hashed_note_id(note_id, None)
-            if hashed in hashes:
-                found[hashed] = note_id
-    return found
