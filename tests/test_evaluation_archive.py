@@ -88,7 +88,9 @@ def test_an_archived_run_keeps_counts_sizes_budget_and_time_but_no_note_id(
     privacy = tmp_path / "privacy.json"
     privacy.write_text(json.dumps({"epsilon": 3.99, "delta": 1e-4, "noise_multiplier": 0.9}))
     out = tmp_path / "archive" / "dp-seed1"
-    extra = ["--arm", "dp", "--mixture", str(mixture_summary(tmp_path / "m.json", 120, 20))]
+    pools = {"dplm_pii": "sha256:" + "a" * 64}
+    summary = mixture_summary(tmp_path / "m.json", 120, 20, pools)
+    extra = ["--arm", "dp", "--mixture", str(summary)]
     extra += [
         "--privacy",
         str(privacy),
@@ -107,6 +109,8 @@ def test_an_archived_run_keeps_counts_sizes_budget_and_time_but_no_note_id(
     assert record["mixture"]["n_train_total"] == 120
     assert record["mixture"]["realized_synthetic_fraction"] == pytest.approx(20 / 120)
     assert record["mixture"]["regime"] is None  # not in this summary: null, never invented
+    # the version of each pool drawn from: its file's digest, as build-mixture recorded it
+    assert record["mixture"]["pool_digests"] == pools
     assert record["privacy"] == {"epsilon": 3.99, "delta": 1e-4}
     assert record["train"] == {"wall_s": 90.0, "cpu_s": 170.0}
     assert record["training_config"] == settings
@@ -122,6 +126,19 @@ def test_an_archived_run_keeps_counts_sizes_budget_and_time_but_no_note_id(
     assert (archived.values == live.values).all()
     (run,) = read_archive(tmp_path / "archive")
     assert (run.name, run.arm, run.train and run.train.cpu_s) == ("dp-seed1", "dp", 170.0)
+    # runs archived before pool digests were recorded still read; a malformed one does not
+    for digests in (None, {"dplm_pii": 3}):
+        older = {**record, "mixture": {**record["mixture"]}}
+        if digests is None:
+            del older["mixture"]["pool_digests"]
+        else:
+            older["mixture"]["pool_digests"] = digests
+        (out / RUN_RECORD).write_text(json.dumps(older))
+        if digests is None:
+            assert "pool_digests" not in read_archive(tmp_path / "archive")[0].mixture
+        else:
+            with pytest.raises(InputError, match="pool_digests"):
+                read_archive(tmp_path / "archive")
 
 
 def test_archive_run_refuses_bad_input_and_writes_nothing(

@@ -294,10 +294,17 @@ def test_compare_refuses_an_arm_for_an_unknown_run(tables: dict[str, Path], tmp_
     assert not out.exists()
 
 
-def mixture_summary(path: Path, notes: int, synthetic: int) -> Path:
-    """A build-mixture summary.json as the stage writes it (sizes under "summary")."""
+def mixture_summary(
+    path: Path, notes: int, synthetic: int, pools: dict[str, str] | None = None
+) -> Path:
+    """A build-mixture summary.json as the stage writes it (sizes under "summary"); ``pools``:
+    pool name -> the digest its provenance records for that pool's file."""
     summary = {"n_train_total": notes, "realized_synthetic_fraction": synthetic / notes}
-    path.write_text(json.dumps({"provenance": {}, "summary": summary}))
+    inputs = {
+        f"pool:{name}": {"path": f"{name}.parquet", "digest": d}
+        for name, d in (pools or {}).items()
+    }
+    path.write_text(json.dumps({"provenance": {"inputs": inputs}, "summary": summary}))
     return path
 
 
@@ -374,6 +381,32 @@ def test_tabulate_study_writes_one_row_per_arm_with_sizes_epsilon_and_deltas(
         f"1 arm, paired over seeds and documents): {mde}; "
     ) in table
     assert "MDE span-overlap F1" in (out / "study.html").read_text()
+
+
+def test_tabulate_study_names_arms_whose_seeds_drew_different_pool_versions(
+    tables: dict[str, Path], tmp_path: Path
+) -> None:
+    compared = compared_arms(tables, tmp_path)
+    argv = ["tabulate-study", "--comparison", str(compared / "comparison.json")]
+
+    def study(*mixtures: tuple[str, dict[str, str]]) -> str:
+        out = tmp_path / f"study{len(list(tmp_path.glob('study*')))}"
+        args = list(argv)
+        for k, (run, pools) in enumerate(mixtures):
+            summary = mixture_summary(tmp_path / f"{out.name}-{k}.json", 100, 25, pools)
+            args += ["--mixture", f"{run}={summary}"]
+        assert main([*args, "--out-dir", str(out)]) == 0
+        return (out / "study.md").read_text()
+
+    line = "Arms whose seeds drew from more than one version of a pool"
+    one = {"template_pii": "sha256:aa", "template_no_pii": "sha256:bb"}
+    other = {"template_pii": "sha256:cc", "template_no_pii": "sha256:bb"}
+    # the two seeds of arm "real" drew template_pii from two files: named, with that pool only
+    table = study(("real-seed1", one), ("real-seed2", other), ("dp-seed1", one))
+    assert line in table and "difference): real (template_pii)." in table
+    # one version per pool, and runs that record no digests: no such line
+    assert line not in study(("real-seed1", one), ("real-seed2", one), ("dp-seed1", other))
+    assert line not in study(("real-seed1", one), ("real-seed2", {}), ("dp-seed1", other))
 
 
 def test_tabulate_study_of_a_comparison_without_the_mde(

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -20,6 +21,7 @@ from synthdeid.ner.mixtures import (
     build_mixture,
     mixture_to_table,
     read_mixture,
+    read_mixture_summary,
     read_real_parts,
     write_mixture,
 )
@@ -579,6 +581,15 @@ def test_cli_build_mixture_end_to_end(tmp_path: Path) -> None:
     assert summary["provenance"]["step"] == "build-mixture"
     assert summary["provenance"]["params"]["spec"]["seed"] == 5
     assert set(summary["provenance"]["inputs"]) == {"notes", "pool:syn"}
+    # read back: the sizes, and each pool's version (the digest of the file drawn from)
+    pool_sha = "sha256:" + hashlib.sha256(pool.read_bytes()).hexdigest()
+    read = read_mixture_summary(out / "summary.json")
+    assert read["n_synthetic"] == 50 and read["pool_digests"] == {"syn": pool_sha}
+    bad = json.loads((out / "summary.json").read_text())
+    bad["provenance"]["inputs"]["pool:syn"] = {"path": str(pool)}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    with pytest.raises(InputError, match=r"input 'pool:syn'.*no digest"):
+        read_mixture_summary(tmp_path / "bad.json")
 
 
 def test_cli_pool_parts_keep_only_those_parts(tmp_path: Path) -> None:

@@ -75,9 +75,12 @@ MIXTURE_FIELDS = (
     "realized_synthetic_fraction",
     "max_steps",
     "digest",
+    # pool name -> SHA-256 of the pool file drawn from: whether an arm's seeds, trained
+    # on several machines, drew from one pool
+    "pool_digests",
 )
 # mixture fields that runs archived before they were recorded lack
-LATER_MIXTURE_FIELDS = frozenset({"digest"})
+LATER_MIXTURE_FIELDS = frozenset({"digest", "pool_digests"})
 PRIVACY_FIELDS = ("epsilon", "delta")
 
 
@@ -317,6 +320,11 @@ def _read_record(path: Path) -> dict[str, Any]:
             not isinstance(value, dict) or not set(fields) - later <= set(value) <= set(fields)
         ):
             raise InputError(path, None, f"{key} must be null or hold exactly {list(fields)}")
+    pools = (record.get("mixture") or {}).get("pool_digests")
+    if pools is not None and not (
+        isinstance(pools, dict) and all(isinstance(v, str) for v in pools.values())
+    ):
+        raise InputError(path, None, "mixture.pool_digests must map pool names to digests")
     train = record.get("train")
     if train is not None and (
         not isinstance(train, dict) or not isinstance(train.get("wall_s"), int | float)

@@ -20,6 +20,10 @@ helps, hurts or cannot tell; ``reading`` is that of span-overlap F1). The
 table shows F1's Bonferroni-adjusted MDE and reading, and under it the range
 of that MDE over the arms and how many reach ``--mde-target``. A comparison
 written before compare-ner recorded the MDE still tabulates: its MDE is n/a.
+Under the table a line names degenerate arms (reported as another arm) and one
+names arms whose seeds drew from more than one version of a pool (the pool
+files' digests differ, as when a study's runs were trained on several machines
+that build a pool differently): their seed spread includes the pools' difference.
 
 Metrics are named as :mod:`synthdeid.scoring.vocabulary` names them.
 Undefined figures (the SD of one seed, the notes of an ensemble, epsilon of a
@@ -345,6 +349,38 @@ def degenerate_text(degenerate: Mapping[str, str]) -> str:
     )
 
 
+def mixed_pool_arms(
+    comparison: Mapping[str, Any], mixtures: Mapping[str, Mapping[str, Any]]
+) -> dict[str, list[str]]:
+    """Arms whose runs drew a pool in more than one version, with those pools' names.
+
+    A pool's version is the digest of its file (``pool_digests`` of a build-mixture
+    summary or an archived run). Runs whose mixtures record no digests (archived before
+    they were recorded) are left out of the check.
+    """
+    mixed: dict[str, list[str]] = {}
+    for arm in comparison.get("arm_order") or list(comparison["arms"]):
+        versions: dict[str, set[str]] = {}
+        for run in comparison["arms"][arm]["runs"]:
+            digests = (mixtures.get(run) or {}).get("pool_digests") or {}
+            for pool, digest in digests.items():
+                versions.setdefault(pool, set()).add(digest)
+        pools = sorted(pool for pool, seen in versions.items() if len(seen) > 1)
+        if pools:
+            mixed[arm] = pools
+    return mixed
+
+
+def mixed_pools_text(mixed: Mapping[str, Sequence[str]]) -> str:
+    """The line under the table naming each arm whose seeds drew different pool versions."""
+    arms = "; ".join(f"{arm} ({', '.join(pools)})" for arm, pools in sorted(mixed.items()))
+    return (
+        "Arms whose seeds drew from more than one version of a pool (pool files with "
+        "different digests, e.g. built on machines that generate or key them differently; "
+        f"their seed spread includes the pools' difference): {arms}."
+    )
+
+
 def add_archived_runs(
     archives: Sequence[Path],
     runs: Mapping[str, str],
@@ -381,12 +417,15 @@ def write_study(
     forest: Sequence[str] = FOREST_METRICS,
     mde_target: float = MDE_TARGET,
     degenerate: Mapping[str, str] | None = None,
+    mixed_pools: Mapping[str, Sequence[str]] | None = None,
 ) -> None:
     """study.csv, study.md, study.html and study.png of ``rows`` into ``out``."""
     write_csv(rows, list(rows[0]), out / STUDY_CSV)
     markdown = study_markdown(rows, comparison, title, forest, mde_target)
     if degenerate:
         markdown += "\n" + degenerate_text(degenerate) + "\n"
+    if mixed_pools:
+        markdown += "\n" + mixed_pools_text(mixed_pools) + "\n"
     with atomic_text(out / STUDY_MD) as handle:
         handle.write(markdown)
     write_html(markdown, title, out / STUDY_HTML)

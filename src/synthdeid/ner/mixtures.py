@@ -82,6 +82,8 @@ from synthdeid.runtime import check_seed
 from synthdeid.split import PARTS as SPLIT_PARTS
 
 log = logging.getLogger(__name__)
+# build-mixture's provenance names each pool file it read ``pool:<pool name>``
+POOL_INPUT_PREFIX = "pool:"
 
 REGIMES: tuple[str, ...] = ("augmentation", "fixed_n", "compute_matched")
 DEFAULT_SHARE_TOLERANCE = 0.02
@@ -699,10 +701,27 @@ def read_mixture(path: str | Path) -> list[MixtureNote]:
 
 
 def read_mixture_summary(path: Path) -> dict[str, Any]:
-    """The sizes of a mixture, from the summary.json build-mixture writes (its ``summary``)."""
+    """The sizes of a mixture, from the summary.json build-mixture writes (its ``summary``).
+
+    It also holds ``pool_digests``: the SHA-256 of each pool file the mixture drew from,
+    by pool name, as build-mixture's provenance records them ({} for a mixture of real
+    notes alone, or a summary written without provenance). Two mixtures with equal pool
+    digests drew from byte-identical pools, wherever each was built.
+    """
     with reading_record(path, "mixture summary"):
         data = json.loads(path.read_text(encoding="utf-8"))
     summary = data.get("summary", data) if isinstance(data, dict) else data
     if not isinstance(summary, dict):
         raise InputError(path, None, "mixture summary is not a JSON object")
-    return summary
+    inputs = (data.get("provenance") or {}).get("inputs") or {}
+    if not isinstance(inputs, dict):
+        raise InputError(path, None, "the summary's provenance inputs are not a JSON object")
+    digests: dict[str, str] = {}
+    for name, entry in inputs.items():
+        if not name.startswith(POOL_INPUT_PREFIX):
+            continue
+        digest = entry.get("digest") if isinstance(entry, dict) else None
+        if not isinstance(digest, str):
+            raise InputError(path, f"input {name!r}", "the pool's provenance has no digest")
+        digests[name.removeprefix(POOL_INPUT_PREFIX)] = digest
+    return {**summary, "pool_digests": dict(sorted(digests.items()))}

@@ -23,6 +23,7 @@ from synthdeid.artifacts import make_provenance, write_json_atomic
 from synthdeid.cli_types import input_file, named_input_file, output_file
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.ner.mixtures import (
+    POOL_INPUT_PREFIX,
     MixtureSpec,
     build_mixture,
     check_pool_name,
@@ -131,7 +132,7 @@ def run(args: argparse.Namespace) -> None:
         {"spec": asdict(spec), "pools": sorted(pool_paths), "pool_parts": args.pool_parts},
         {
             "notes": args.notes,
-            **{f"pool:{name}": path for name, path in pool_paths.items()},
+            **{f"{POOL_INPUT_PREFIX}{name}": path for name, path in pool_paths.items()},
             **{f"pool_ids:{name}": path for name, path in id_maps.items()},
         },
     )

@@ -35,6 +35,7 @@ from synthdeid.evaluation.study_table import (
     add_archived_runs,
     arm_of_runs,
     degenerate_arms,
+    mixed_pool_arms,
     significant_cells,
     study_rows,
     write_study,
@@ -131,6 +132,7 @@ def run(args: argparse.Namespace) -> None:
         forest=args.forest,
         mde_target=args.mde_target,
         degenerate=degenerate_arms(args.plan, args.archive),
+        mixed_pools=mixed_pool_arms(comparison, mixtures),
     )
     log.info(
         "tabulated %d arms against %s; intervals excluding zero after Bonferroni: %s -> %s",
