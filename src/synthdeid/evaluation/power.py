@@ -129,6 +129,24 @@ class SplitCheck:
     projected_se: float
 
 
+def split_se(
+    runs: Mapping[str, RunScores],
+    arm_runs: Sequence[str],
+    reference_runs: Sequence[str],
+    metric: str,
+    rng_seed: int = 0,
+) -> float:
+    """The SE of the real test of ``arm_runs`` against ``reference_runs`` (seeds unpaired)."""
+    return arm_paired_test(
+        "split",
+        {name: runs[name] for name in arm_runs},
+        "rest",
+        {name: runs[name] for name in reference_runs},
+        metric=metric,
+        rng_seed=rng_seed,
+    ).se
+
+
 def split_check(
     runs: Mapping[str, RunScores], metric: str, arm_seeds: int, rng_seed: int = 0
 ) -> list[SplitCheck]:
@@ -143,16 +161,9 @@ def split_check(
     checks = []
     for chosen in itertools.combinations(names, arm_seeds):
         rest = tuple(name for name in names if name not in chosen)
-        test = arm_paired_test(
-            "split",
-            {name: runs[name] for name in chosen},
-            "rest",
-            {name: runs[name] for name in rest},
-            metric=metric,
-            rng_seed=rng_seed,
-        )
+        measured = split_se(runs, chosen, rest, metric, rng_seed)
         checks.append(
-            SplitCheck(chosen, rest, test.se, projected_se(noise, len(chosen), len(rest)))
+            SplitCheck(chosen, rest, measured, projected_se(noise, len(chosen), len(rest)))
         )
     return checks
 
