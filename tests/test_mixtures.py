@@ -590,6 +590,9 @@ def test_cli_build_mixture_end_to_end(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text(json.dumps(bad))
     with pytest.raises(InputError, match=r"input 'pool:syn'.*no digest"):
         read_mixture_summary(tmp_path / "bad.json")
+    (tmp_path / "bad.json").write_text(json.dumps({**bad, "provenance": "x"}))
+    with pytest.raises(InputError, match="provenance inputs are not a JSON object"):
+        read_mixture_summary(tmp_path / "bad.json")
 
 
 def test_cli_pool_parts_keep_only_those_parts(tmp_path: Path) -> None:

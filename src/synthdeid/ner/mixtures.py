@@ -713,7 +713,8 @@ def read_mixture_summary(path: Path) -> dict[str, Any]:
     summary = data.get("summary", data) if isinstance(data, dict) else data
     if not isinstance(summary, dict):
         raise InputError(path, None, "mixture summary is not a JSON object")
-    inputs = (data.get("provenance") or {}).get("inputs") or {}
+    provenance = data.get("provenance") or {}
+    inputs = (provenance.get("inputs") or {}) if isinstance(provenance, dict) else None
     if not isinstance(inputs, dict):
         raise InputError(path, None, "the summary's provenance inputs are not a JSON object")
     digests: dict[str, str] = {}
