@@ -9,7 +9,11 @@ runs on the same notes), the real two-level test on every split of those runs
 beside its projection (how far to trust it), and the projected minimum
 detectable effect of an arm of k seeds against the reference, unadjusted and
 Bonferroni-adjusted over ``--arms`` tests, as the study table would report it
-(synthdeid.evaluation.power). Reads the archive only: no corpus, no model.
+(synthdeid.evaluation.power). With ``--pairing ARM ...``, for each arm the real
+test on the training seeds it shares with the reference, seeds paired and
+unpaired: whether pairing those seeds would make the design more precise
+(it does only as far as a seed's effect is shared by the two arms). Reads the
+archive only: no corpus, no model.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from synthdeid.evaluation.power import (
-    archived_arm_scores,
+    archived_scores,
     noise_components,
+    pairing_check,
     projection_rows,
     seeds_for_mde,
     split_check,
@@ -37,9 +42,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--arms", type=int, default=1, help="arms tested (Bonferroni)")
     parser.add_argument("--target", type=float, default=MDE_TARGET)
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 3, 5, 10, 20, 40])
+    parser.add_argument(
+        "--pairing", nargs="+", default=[], help="arms whose shared seeds to test paired"
+    )
     args = parser.parse_args(argv)
 
-    runs = archived_arm_scores(args.archive, args.arm)
+    scores = archived_scores(args.archive, [args.arm, *args.pairing])
+    runs = scores[args.arm]
     noise = noise_components(runs, args.metric)
     reference = len(runs)
     print(
@@ -75,6 +84,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"\nMDE <= {args.target} ({label}): seeds per arm against the {reference}-seed "
             f"reference: {fixed if fixed is not None else 'none reaches it'}; with as many "
             f"reference seeds: {equal if equal is not None else 'none up to 1000'}"
+        )
+    if args.pairing:
+        print(f"\nthe real test on the seeds each arm shares with {args.arm}:\n")
+        print("| arm | shared seeds | arm | reference | correlation | SE paired | SE unpaired |")
+        print("|---|---|---|---|---|---|---|")
+    for arm in args.pairing:
+        check = pairing_check(arm, scores[arm], args.arm, runs, args.metric)
+        values = [
+            " / ".join(f"{group[f'{name}-seed{s}'].point[args.metric]:.3f}" for s in check.seeds)
+            for name, group in ((arm, scores[arm]), (args.arm, runs))
+        ]
+        correlation = "n/a" if check.correlation is None else f"{check.correlation:+.2f}"
+        print(
+            f"| {arm} | {' '.join(map(str, check.seeds))} | {values[0]} | {values[1]} | "
+            f"{correlation} | {check.paired_se:.4f} | {check.unpaired_se:.4f} |"
         )
     return 0
 

@@ -10,11 +10,9 @@ tasks.json and of the table's row is known exactly.
 
 from __future__ import annotations
 
-import importlib
 import json
 import re
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from datetime import datetime
@@ -25,6 +23,7 @@ from typing import Any
 import pytest
 
 import llm_server
+from bench_helpers import bench_module
 from llm_server import ScriptedChatServer, last_user_message, ok_body
 from ner_helpers import note_from_pieces
 from synthdeid import cli
@@ -36,7 +35,6 @@ from synthdeid.tabular.spec import load_spec
 chat_server = llm_server.chat_server  # the fixture
 
 REPO = Path(__file__).resolve().parents[1]
-BENCH = REPO / "bench"
 SPEC = REPO / "resources" / "tabular" / "breast_cancer.yaml"
 FILLER = (
     "Vital signs stable overnight on room air, tolerating a regular diet, ambulating in "
@@ -208,10 +206,8 @@ def torch_threads() -> Iterator[None]:
 
 
 def load_harness() -> ModuleType:
-    """bench/llm_tasks.py as a module (its folder on sys.path, for its sibling imports)."""
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    return importlib.import_module("llm_tasks")
+    """bench/llm_tasks.py as a module."""
+    return bench_module("llm_tasks")
 
 
 @pytest.fixture

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -12,20 +10,17 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from bench_helpers import bench_module
 from ner_helpers import note_from_pieces, tiny_encoder_dir
 from synthdeid.cli import main
 from synthdeid.notes import Note, write_notes
 
-BENCH = Path(__file__).resolve().parents[1] / "bench" / "ner_levers.py"
 SURNAMES = ("Welsh", "Moreno", "Okafor", "Lindqvist", "Haddad", "Petrov")
 
 
 def load_driver() -> ModuleType:
-    """The bench script as a module; its folder joins sys.path, which the workers it spawns
-    inherit, so they import it by name too."""
-    if str(BENCH.parent) not in sys.path:
-        sys.path.insert(0, str(BENCH.parent))
-    return importlib.import_module("ner_levers")
+    """The bench script as a module (the workers it spawns import it by name too)."""
+    return bench_module("ner_levers")
 
 
 def made_up(split: str, n: int, prefix: str) -> list[Note]:

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 import yaml
 
+from bench_helpers import bench_module
 from synthdeid.ner.sweeps import expand_runs
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def load_queue() -> ModuleType:
-    if str(REPO / "bench") not in sys.path:
-        sys.path.insert(0, str(REPO / "bench"))
-    return importlib.import_module("study_queue")
+    return bench_module("study_queue")
 
 
 def run_names(config: str, seeds_from: str = "physionet-study.yaml") -> list[str]:

@@ -13,7 +13,9 @@ from synthdeid.evaluation.arms import RunScores
 from synthdeid.evaluation.power import (
     NoiseComponents,
     archived_arm_scores,
+    archived_scores,
     noise_components,
+    pairing_check,
     projected_mde,
     projected_se,
     projection_rows,
@@ -124,3 +126,61 @@ def test_the_reference_arm_of_the_committed_archive() -> None:
     assert 0 < noise.document_se < 0.1
     with pytest.raises(InputError, match="no run of arm 'nope'"):
         archived_arm_scores([ARCHIVE], "nope")
+
+
+def two_arms(shared: float, seeds: int = 40) -> tuple[dict[str, RunScores], dict[str, RunScores]]:
+    """An arm and a reference of the same recipe, seeds 1..``seeds`` each: a seed's offset
+    is ``shared`` of it the same in both arms (same initialization), the rest its own."""
+    rng = np.random.default_rng(11)
+    common = rng.normal(0.0, 0.03, 4000)
+    arms: list[dict[str, RunScores]] = [{}, {}]
+    for seed in range(1, seeds + 1):
+        offset = rng.normal(0.0, 0.03)
+        for index, arm in enumerate(("arm", "ref")):
+            own = rng.normal(0.0, 0.03)
+            point = 0.84 + math.sqrt(shared) * offset + math.sqrt(1 - shared) * own
+            resampled = point + common + rng.normal(0.0, 0.005, 4000)
+            arms[index][f"{arm}-seed{seed}"] = RunScores({METRIC: point}, {METRIC: resampled})
+    return arms[0], arms[1]
+
+
+def test_pairing_lowers_the_se_only_as_far_as_seed_effects_are_shared() -> None:
+    arm, reference = two_arms(0.9)
+    shared = pairing_check("arm", arm, "ref", reference, METRIC)
+    arm, reference = two_arms(0.0)
+    own = pairing_check("arm", arm, "ref", reference, METRIC)
+    assert shared.seeds == own.seeds == tuple(range(1, 41))
+    assert shared.correlation is not None and shared.correlation > 0.7
+    assert own.correlation is not None and abs(own.correlation) < 0.4
+    # shared effects cancel in the paired difference: SE about sqrt(1 - 0.9) of unpaired
+    assert shared.paired_se < 0.5 * shared.unpaired_se
+    assert own.paired_se == pytest.approx(own.unpaired_se, rel=0.3)
+
+
+def test_pairing_uses_only_the_seeds_both_arms_trained() -> None:
+    arm, reference = two_arms(0.5, seeds=5)
+    arm = {name: run for name, run in arm.items() if name != "arm-seed5"}
+    reference["ref-seed9"] = reference.pop("ref-seed1")
+    check = pairing_check("arm", arm, "ref", reference, METRIC)
+    assert check.seeds == (2, 3, 4)
+    assert check.correlation is not None
+    two = {name: arm[name] for name in ("arm-seed2", "arm-seed3")}
+    assert pairing_check("arm", two, "ref", reference, METRIC).correlation is None
+    with pytest.raises(ValueError, match="share 1 training seeds; pairing needs 2"):
+        pairing_check("arm", {"arm-seed2": arm["arm-seed2"]}, "ref", reference, METRIC)
+
+
+def test_archived_arms_are_scored_on_one_set_of_resamples() -> None:
+    scores = archived_scores([ARCHIVE], ["real_only", "template-syn25"])
+    alone = archived_arm_scores([ARCHIVE], "real_only")
+    assert sorted(scores["real_only"]) == sorted(alone)
+    first = "real_only-seed1"
+    assert np.array_equal(
+        scores["real_only"][first].resampled[METRIC], alone[first].resampled[METRIC]
+    )
+    check = pairing_check(
+        "template-syn25", scores["template-syn25"], "real_only", scores["real_only"], METRIC
+    )
+    assert check.seeds[:2] == (1, 2) and check.paired_se > 0 and check.unpaired_se > 0
+    with pytest.raises(InputError, match="no run of arm 'nope'"):
+        archived_scores([ARCHIVE], ["real_only", "nope"])

@@ -37,6 +37,7 @@ from synthdeid.errors import InputError
 from synthdeid.evaluation.archive import read_archives
 from synthdeid.evaluation.arms import RunScores, arm_paired_test, per_resample
 from synthdeid.evaluation.compare import load_runs
+from synthdeid.ner.sweeps import training_seed_of
 from synthdeid.stats import (
     ALPHA,
     MDE_POWER,
@@ -47,16 +48,29 @@ from synthdeid.stats import (
 )
 
 
-def archived_arm_scores(archives: Sequence[Path], arm: str) -> dict[str, RunScores]:
-    """The runs of ``arm`` in ``archives``, scored on the same document resamples as
-    compare-ner scores them (its default resamples and seed)."""
-    runs = [(run.name, run.folder) for run in read_archives(archives) if run.arm == arm]
-    if not runs:
-        raise InputError(archives[0], None, f"the archives hold no run of arm {arm!r}")
-    tables = load_runs(runs, runs[0][0])
+def archived_scores(
+    archives: Sequence[Path], arms: Sequence[str]
+) -> dict[str, dict[str, RunScores]]:
+    """Arm -> its runs in ``archives``, every run of ``arms`` scored on the same
+    document resamples as compare-ner scores them (its default resamples and seed)."""
+    records = [run for run in read_archives(archives) if run.arm in arms]
+    for arm in arms:
+        if not any(run.arm == arm for run in records):
+            raise InputError(archives[0], None, f"the archives hold no run of arm {arm!r}")
+    tables = load_runs([(run.name, run.folder) for run in records], records[0].name)
     n_docs = len(next(iter(tables.values())).note_ids)
     weights = resample_weights(n_docs)
-    return {name: RunScores.of(table, weights) for name, table in tables.items()}
+    return {
+        arm: {
+            run.name: RunScores.of(tables[run.name], weights) for run in records if run.arm == arm
+        }
+        for arm in arms
+    }
+
+
+def archived_arm_scores(archives: Sequence[Path], arm: str) -> dict[str, RunScores]:
+    """The runs of ``arm`` in ``archives`` (:func:`archived_scores`)."""
+    return archived_scores(archives, [arm])[arm]
 
 
 @dataclass(frozen=True)
@@ -210,3 +224,60 @@ def projection_rows(
             }
         )
     return rows
+
+
+@dataclass(frozen=True)
+class PairingCheck:
+    """Whether an arm's training seeds share their effect with the reference's seeds
+    of the same number: the real test on the seeds both trained, paired and unpaired."""
+
+    arm: str
+    seeds: tuple[int, ...]  # the training seeds both arms trained
+    correlation: float | None  # over those seeds, of the metric on all documents
+    paired_se: float  # seed s of the arm drawn with seed s of the reference
+    unpaired_se: float  # the two arms' seeds drawn apart
+
+
+def pairing_check(
+    arm: str,
+    runs: Mapping[str, RunScores],
+    reference: str,
+    reference_runs: Mapping[str, RunScores],
+    metric: str,
+    rng_seed: int = 0,
+) -> PairingCheck:
+    """The test of ``arm`` against ``reference`` on the training seeds both have, with
+    the seeds paired and with them drawn apart (runs are named ``<arm>-seed<n>``).
+
+    Pairing lowers the SE only as far as a seed's effect is shared by the two arms
+    (the same initialization and draw order helping or hurting both): a
+    ``paired_se`` near ``unpaired_se`` says it is not, and a design that pairs the
+    seeds arms share would detect no smaller effect.
+    """
+    by_seed = {training_seed_of(name, arm): name for name in runs}
+    reference_by_seed = {training_seed_of(name, reference): name for name in reference_runs}
+    seeds = sorted(s for s in by_seed.keys() & reference_by_seed.keys() if s is not None)
+    if len(seeds) < 2:
+        raise ValueError(
+            f"arms {arm!r} and {reference!r} share {len(seeds)} training seeds; pairing needs 2"
+        )
+    chosen = {by_seed[s]: runs[by_seed[s]] for s in seeds}
+    chosen_reference = {reference_by_seed[s]: reference_runs[reference_by_seed[s]] for s in seeds}
+
+    def se(paired: bool) -> float:
+        return arm_paired_test(
+            arm,
+            chosen,
+            reference,
+            chosen_reference,
+            metric=metric,
+            seeds=seeds if paired else None,
+            reference_seeds=seeds,
+            rng_seed=rng_seed,
+        ).se
+
+    a = np.array([run.point[metric] for run in chosen.values()], dtype=float)
+    r = np.array([run.point[metric] for run in chosen_reference.values()], dtype=float)
+    defined = len(seeds) >= 3 and a.std() > 0 and r.std() > 0 and not np.isnan(a + r).any()
+    correlation = float(np.corrcoef(a, r)[0, 1]) if defined else None
+    return PairingCheck(arm, tuple(seeds), correlation, se(True), se(False))
