@@ -8,13 +8,16 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from bench_helpers import bench_module
 from synthdeid.artifacts import read_parquet_with_provenance
+from synthdeid.evaluation.archive import read_archives
 from synthdeid.mask import PLACEHOLDER_RE, REMOVED_SCHEMA
 from synthdeid.notes import NOTES_SCHEMA, read_notes
 from workflow_helpers import PLUMBING, copy_workflow, planned_jobs, snakemake
@@ -805,3 +808,60 @@ def test_missing_corpus_variable_is_a_clear_error(repo: Path, tmp_path: Path) ->
     )
     assert result.returncode != 0
     assert "export PHYSIONET_DEID_DIR=" in result.stdout + result.stderr
+
+
+def test_pending_runs_train_on_a_bare_copy_from_the_packed_state(
+    repo: Path, workdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench/study_gpu.py, as on a lent GPU machine: the state packed here, the pending run
+    trained on a bare copy of the workflow, its archive unpacked into the archive folder.
+    The copy runs exactly the pending run's jobs (Snakemake's records travel)."""
+    study_gpu = bench_module("study_gpu")
+    snakemake(workdir, "archive")  # the demo's runs archived: the queue's done part
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    config["ner"]["runs"].append(
+        {  # a small run: the plumbing is under test
+            "name": "pending",
+            "mixture": {"regime": "fixed_n", "total_notes": 24, "real_fraction": 1.0, "seed": 1},
+        }
+    )
+    (workdir / "pending.yaml").write_text(yaml.safe_dump(config))
+    archive = tmp_path / "archive"
+    archived = sorted(p.name for p in (workdir / "results/archive_run/demo").iterdir())
+    for run in archived:
+        shutil.copytree(workdir / "results/archive_run/demo" / run, archive / run)
+    queue = tmp_path / "queue.txt"
+    queue.write_text("\n".join([*archived, "pending"]) + "\n")
+    packed = tmp_path / "packed"
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(workdir)
+    args = ["--queue", str(queue), "--archive", str(archive), "--corpus", "demo"]
+    pack = ["pack", *args, "--corpus-env", "", "--out", str(packed)]
+    assert study_gpu.main([*pack, "--", "--configfile", "pending.yaml"]) == 0
+    manifest = json.loads((packed / "run" / "manifest.json").read_text())
+    assert manifest["targets"] == ["results/archive_run/demo/pending/run.json"]
+    assert manifest["planned_jobs"]["train_ner"] == 1
+    with tarfile.open(packed / "run" / "state.tar") as tar:
+        names = tar.getnames()
+    assert "results/split_notes/demo/notes.parquet" in names
+    assert any(name.startswith(".snakemake/metadata/") for name in names)
+    # an archived run's model stays behind
+    assert not any(name.startswith("results/train_ner/demo/real_only/") for name in names)
+
+    device = copy_workflow(repo, tmp_path / "device", PLUMBING)
+    shutil.copy(workdir / "pending.yaml", device)
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.chdir(device)
+    run = ["device", "--run", str(packed / "run"), "--uploads", str(packed), "--out", str(out)]
+    local = ["--work", str(tmp_path / "work"), "--cores", "2", "--gpu-jobs", "1", "--no-install"]
+    assert study_gpu.main([*run, *local, "--deadline", "1200"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["archived"] == ["pending"] and summary["snakemake_returncode"] == 0
+    assert study_gpu.job_table((out / "snakemake.log").read_text()) == manifest["planned_jobs"]
+
+    assert study_gpu.main(["unpack", "--bundle", str(out), "--archive", str(archive)]) == 0
+    runs = {run.name: run for run in read_archives([archive])}
+    assert runs["pending"].arm == "pending"
+    assert (archive / "pending" / "per_document.parquet").is_file()
+    assert (archive / "plan.json").is_file()
