@@ -1,20 +1,20 @@
 """The study's pending runs on one lent GPU machine: the CPU profile's queue in one lease.
 
-On 2 CPU cores the queue (bench/study_queue.py) trains about three runs a session;
+On 2 CPU cores the queue (bench/study_queue.py) trains a run in 40 to 60 minutes;
 one GPU trains every pending run in minutes, as the same Snakemake jobs with the same
 configs (the CPU profile pins fp32, so a run's number format does not depend on where
 it trained; run.json records the device's time). A lent machine starts bare (Python
-with torch, no Snakemake, no project packages), takes at most 64 MiB a call and keeps
-/tmp only while it stays warm between calls, so the work goes in three steps:
+with torch, no Snakemake, no project packages), takes at most 64 MiB a call (the
+tracked tree included) and keeps /tmp only while it stays warm between calls, so:
 
     # here: the wheels the machine lacks (bench/study/gpu-wheels.txt, pinned by the lock)
     python bench/study_gpu.py wheels --out .gpu/wheels
     # here: the state Snakemake needs (results/ but models of archived runs, its
-    # checksum records, the corpus), the wheels the machine lacks, in upload parts
+    # checksum records, the corpus), the wheels and the project's own, in upload parts
     python bench/study_gpu.py pack --queue bench/study/physionet-cpu.txt \\
         --archive docs/results/physionet-study-full-runs --corpus physionet \\
-        --wheels .gpu/wheels --out .gpu/study -- --configfile <the five files>
-    # the machine: each part back to back (carry .gpu/study/upN), then the run
+        --wheels .gpu/wheels --out .gpu/study --host-jobs -- --configfile <the five files>
+    # there: each part back to back (carry .gpu/study/upN), then the run
     bench/study/run-on-gpu.sh upload N       # N = 1 .. the parts pack printed
     bench/study/run-on-gpu.sh run SECONDS    # carry .gpu/study/run
     # here: the finished runs' archive folders into the committed archive
@@ -24,15 +24,16 @@ with torch, no Snakemake, no project packages), takes at most 64 MiB a call and 
 ``device`` (called by run-on-gpu.sh there) joins and installs the wheels, unpacks
 the state and the corpus (at the absolute path it has here, so Snakemake's records
 match), runs ``snakemake --keep-going`` on the pending runs' archive targets until
-``--deadline`` seconds (then Snakemake is interrupted and stops its jobs; what
-finished is kept), and
-writes into ``--out`` ``archives.tar`` (each finished run's archive folder and the
-plan: per-document counts with hashed note ids, no text) and ``summary.json``.
+``--deadline`` seconds (then it interrupts Snakemake, which stops its jobs; what
+finished is kept), and writes into ``--out`` ``archives.tar`` (each finished run's
+archive folder and the plan: per-document counts with hashed note ids, no text),
+``summary.json`` and Snakemake's log.
+
 Pools that need an LLM server or a bundled GGUF (the Qwen templates, the DP-LM
-samples) must be built here first: pack refuses when the pending runs' plan would
-build one (``--allow RULE`` where such a rule needs neither, as with the demo's
-offline template backend). Where ``--wheels`` is given, the project itself travels
-as a wheel beside them, so the rules' ``synthdeid`` command is there.
+samples) are built here: pack refuses when the pending runs' plan would build one
+there, unless ``--host-jobs`` runs those jobs here first (Snakemake ``--until``
+them; the Qwen templates need the LLM server started, as for study_queue.py), or
+``--allow RULE`` says such a rule needs neither (the demo's offline template backend).
 """
 
 from __future__ import annotations
@@ -190,10 +191,17 @@ def pack(args: argparse.Namespace) -> int:
     targets = [f"results/archive_run/{args.corpus}/{run}/{RUN_RECORD}" for run in todo]
     rules = planned_rules(targets, args.snakemake)
     host_only = sorted(rule for rule in rules if rule in HOST_ONLY_RULES and rule not in args.allow)
+    if host_only and args.host_jobs:
+        # those jobs here, and nothing after them; the pools then travel with the state
+        until = [*SNAKEMAKE, "--cores", str(args.cores), *targets, "--until", *host_only]
+        print("+", " ".join([*until, *args.snakemake]), flush=True)
+        subprocess.run([*until, *args.snakemake], check=True)
+        rules = planned_rules(targets, args.snakemake)
+        host_only = sorted(r for r in rules if r in HOST_ONLY_RULES and r not in args.allow)
     if host_only:
         raise SystemExit(
             f"the pending runs would run {', '.join(host_only)} on the lent machine, which "
-            "has no LLM server or bundled GGUF: build those pools here first"
+            "has no LLM server or bundled GGUF: run them here first (--host-jobs)"
         )
     if args.corpus_env and not os.environ.get(args.corpus_env):
         raise SystemExit(f"${args.corpus_env} names no corpus folder (--corpus-env '' for none)")
@@ -468,6 +476,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     packer.add_argument(
         "--allow", nargs="*", default=[], help="host-only rules that may run there after all"
     )
+    packer.add_argument(
+        "--host-jobs", action="store_true", help="run the host-only jobs here first (--cores)"
+    )
+    packer.add_argument("--cores", type=int, default=2, help="for --host-jobs")
     packer.add_argument("snakemake", nargs=argparse.REMAINDER)
     runner = sub.add_parser("device", help="there: install, unpack, run until the deadline")
     runner.add_argument("--run", type=Path, required=True, help="the carried run folder")
