@@ -21,6 +21,8 @@ detectable effect the study table will report for it, Bonferroni-adjusted over
 ``arms`` tests as the table is. :func:`noise_components` measures the two parts
 on a set of runs; :func:`split_check` compares the projection with the real test
 on disjoint subsets of those runs, so a reader sees how far to trust it.
+:func:`pairing_check` measures, once an arm has trained, what pairing the
+training seeds it shares with the reference would gain over the unpaired test.
 """
 
 from __future__ import annotations
