@@ -62,6 +62,7 @@ MANIFEST = "manifest.json"
 SECRET = "secret"
 ARCHIVES = "archives.tar"
 SUMMARY = "summary.json"
+LOG_TAIL_BYTES = 4 * 2**20  # of Snakemake's log, back in --out (a returned file's limit is 16)
 # rules whose jobs need what the lent machine lacks: an LLM server (templates, the
 # verbalizer), the bundled SmolLM2 GGUF (the DP language model)
 HOST_ONLY_RULES = ("generate_templates", "train_dp_lm", "sample_dp_lm", "verbalize_tabular")
@@ -397,10 +398,15 @@ def device(args: argparse.Namespace) -> int:
     started = time.monotonic()
     manifest = json.loads((args.run / MANIFEST).read_text("utf-8"))
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1", SLURM_CONF="/dev/null")
+    args.work.mkdir(parents=True, exist_ok=True)
     if manifest["wheels"] and not args.no_install:
-        wheels = join_pieces(args.uploads, manifest["wheels"], args.work / "wheels")
         site = args.work / "site"
-        install_wheels(wheels, site)
+        installed = site / ".installed"  # a second run on the same warm machine skips it
+        if not installed.is_file():
+            install_wheels(
+                join_pieces(args.uploads, manifest["wheels"], args.work / "wheels"), site
+            )
+            installed.touch()
         env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(":")
         env["PATH"] = f"{site / 'bin'}{os.pathsep}{env['PATH']}"
     with tarfile.open(args.run / STATE) as tar:
@@ -422,12 +428,19 @@ def device(args: argparse.Namespace) -> int:
         "--resources",
         f"gpu={args.gpu_jobs}",
         "--keep-going",
+        # a run interrupted at an earlier deadline on this machine: its jobs again
+        "--rerun-incomplete",
+        "--nolock",
         *manifest["targets"],
         *manifest["snakemake_args"],
     ]
     print("+", " ".join(command), flush=True)
-    with (args.out / "snakemake.log").open("w") as log:
+    log_path = args.work / "snakemake.log"
+    with log_path.open("w") as log:
         rc = run_until(command, env, log, budget, args.grace)
+    with log_path.open("rb") as log, (args.out / "snakemake.log").open("wb") as tail:
+        log.seek(max(log_path.stat().st_size - LOG_TAIL_BYTES, 0))
+        tail.write(log.read())
     done = finished_runs(manifest["targets"])
     plan = Path("results/plan_runs") / manifest["corpus"] / PLAN
     with tarfile.open(args.out / ARCHIVES, "w") as tar:

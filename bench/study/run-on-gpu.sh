@@ -4,8 +4,11 @@
 # after a call), so the parts go up back to back, then the run:
 #   bench/study/run-on-gpu.sh upload N      carry .gpu/study/upN  (N = 1 .. the parts)
 #   bench/study/run-on-gpu.sh run SECONDS   carry .gpu/study/run
-# Results under $OUT: archives.tar (finished runs' archive folders), summary.json,
-# snakemake.log; then, here: python bench/study_gpu.py unpack --bundle <files_at> ...
+# With 15 minutes of device time (the machine's start, each call and each idle wait count):
+# the upload calls at once, one after another, then `run 420` with a timeout_s of about 560;
+# a second `run` on the still-warm machine resumes (installed wheels kept, interrupted jobs
+# rerun). Results under $OUT: archives.tar (finished runs' archive folders), summary.json,
+# the tail of snakemake.log; then, here: python bench/study_gpu.py unpack --bundle <files_at> ...
 set -euo pipefail
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 case $1 in
