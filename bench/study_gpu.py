@@ -51,7 +51,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 from study_queue import PLAN, RUN_RECORD, copy_into, pending, read_queue, skipped_runs
 
@@ -390,6 +390,17 @@ def run_until(
     return None
 
 
+def extract(archive: Path, into: Path, kind: Literal["tar", "data"]) -> None:
+    """Unpack a tar with the ``kind`` extraction filter ("tar": keep modification times
+    and modes; "data": refuse links and paths out of ``into`` as well); Pythons before
+    3.11.4 have no filters and extract as "tar" does."""
+    with tarfile.open(archive) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(into, filter=kind)
+        else:
+            tar.extractall(into)
+
+
 def finished_runs(targets: Sequence[str]) -> list[Path]:
     return [Path(t).parent for t in targets if Path(t).is_file()]
 
@@ -409,14 +420,12 @@ def device(args: argparse.Namespace) -> int:
             installed.touch()
         env["PYTHONPATH"] = os.pathsep.join([str(site), env.get("PYTHONPATH", "")]).rstrip(":")
         env["PATH"] = f"{site / 'bin'}{os.pathsep}{env['PATH']}"
-    with tarfile.open(args.run / STATE) as tar:
-        tar.extractall(Path.cwd(), filter="tar")
+    extract(args.run / STATE, Path.cwd(), "tar")
     if manifest["corpus_dir"]:
         corpus_dir = Path(manifest["corpus_dir"])
         if not corpus_dir.is_dir():
             corpus_dir.mkdir(parents=True)
-            with tarfile.open(args.run / CORPUS) as tar:
-                tar.extractall(corpus_dir, filter="tar")
+            extract(args.run / CORPUS, corpus_dir, "tar")
         env[manifest["corpus_env"]] = str(corpus_dir)
     if (args.run / SECRET).is_file():
         env["SYNTHDEID_SECRET"] = (args.run / SECRET).read_text("utf-8").strip()
@@ -462,8 +471,7 @@ def device(args: argparse.Namespace) -> int:
 
 def unpack(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as scratch:
-        with tarfile.open(args.bundle / ARCHIVES) as tar:
-            tar.extractall(scratch, filter="data")
+        extract(args.bundle / ARCHIVES, Path(scratch), "data")
         names = sorted(p.name for p in Path(scratch).iterdir())
         runs = [name for name in names if (Path(scratch) / name / RUN_RECORD).is_file()]
         for name in runs:
