@@ -193,10 +193,13 @@ def pack(args: argparse.Namespace) -> int:
     rules = planned_rules(targets, args.snakemake)
     host_only = sorted(rule for rule in rules if rule in HOST_ONLY_RULES and rule not in args.allow)
     if host_only and args.host_jobs:
-        # those jobs here, and nothing after them; the pools then travel with the state
-        until = [*SNAKEMAKE, "--cores", str(args.cores), *targets, "--until", *host_only]
-        print("+", " ".join([*until, *args.snakemake]), flush=True)
-        subprocess.run([*until, *args.snakemake], check=True)
+        # those jobs here, and nothing after them; the pools then travel with the state.
+        # One rule a call: Snakemake 9 stops short of a second --until rule that needs
+        # the first (snakemake/snakemake#823); each call builds what its rule needs.
+        for rule in host_only:
+            until = [*SNAKEMAKE, "--cores", str(args.cores), *targets, "--until", rule]
+            print("+", " ".join([*until[:4], "...", "--until", rule]), flush=True)
+            subprocess.run([*until, *args.snakemake], check=True)
         rules = planned_rules(targets, args.snakemake)
         host_only = sorted(r for r in rules if r in HOST_ONLY_RULES and r not in args.allow)
     if host_only:
