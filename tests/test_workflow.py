@@ -20,7 +20,8 @@ from synthdeid.artifacts import read_parquet_with_provenance
 from synthdeid.evaluation.archive import read_archives
 from synthdeid.mask import PLACEHOLDER_RE, REMOVED_SCHEMA
 from synthdeid.notes import NOTES_SCHEMA, read_notes
-from workflow_helpers import PLUMBING, copy_workflow, planned_jobs, snakemake
+from synthdeid.workflow.dry_run import job_table
+from workflow_helpers import PLUMBING, copy_workflow, snakemake
 
 pytestmark = pytest.mark.slow
 
@@ -114,7 +115,7 @@ def test_lint_is_clean(repo: Path) -> None:
 
 def test_dry_run_plans_the_implemented_rules(repo: Path, tmp_path: Path) -> None:
     result = snakemake(copy_workflow(repo, tmp_path), "-n")
-    assert planned_jobs(result.stdout) == DEMO_JOBS
+    assert job_table(result.stdout) == DEMO_JOBS
 
 
 def test_demo_run_writes_artifacts_with_their_schemas(workdir: Path) -> None:
@@ -372,7 +373,7 @@ def test_changing_a_masking_parameter_reruns_masking_and_synthesis(workdir: Path
     result = snakemake(
         workdir, "-n", "--configfile", changed_config(workdir, "mask", "label_view", "coarse")
     )
-    assert planned_jobs(result.stdout) == {
+    assert job_table(result.stdout) == {
         "mask_seeds": 1,
         "generate_templates": 1,
         "fill_templates": 1,
@@ -399,7 +400,7 @@ def test_changing_one_run_reruns_only_that_branch(workdir: Path) -> None:
         {"learning_rate": 3.0e-4},
     )
     # the run and the ensemble it is a member of; nothing else
-    assert planned_jobs(result.stdout) == {
+    assert job_table(result.stdout) == {
         "train_ner": 1,
         "compare_ner": 1,
         "plan_runs": 1,
@@ -425,7 +426,7 @@ def test_changing_the_dedup_threshold_reruns_only_the_pool_branch(workdir: Path)
         ),
         0.9,
     )
-    assert planned_jobs(result.stdout) == {"fill_templates": 1, "diagnose_synthetic": 1, **ALWAYS}
+    assert job_table(result.stdout) == {"fill_templates": 1, "diagnose_synthetic": 1, **ALWAYS}
 
 
 def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
@@ -433,7 +434,7 @@ def test_changing_the_split_seed_reruns_split_and_mask(workdir: Path) -> None:
     # everything downstream of the split: every job but ingest, the canaries and the
     # tabular branch (its table is not the notes corpus)
     independent = {"ingest_corpus", "ingest_eval_corpus", "plant_canaries", *TABULAR_JOBS}
-    assert planned_jobs(result.stdout) == {
+    assert job_table(result.stdout) == {
         rule: n for rule, n in DEMO_JOBS.items() if rule not in independent
     }
 
@@ -449,7 +450,7 @@ def test_changing_the_privacy_target_reruns_only_the_dp_branch(workdir: Path) ->
         ),
         {"target_epsilon": 8.0},
     )
-    assert planned_jobs(result.stdout) == {
+    assert job_table(result.stdout) == {
         "train_dp_lm": 1,
         "sample_dp_lm": 1,
         "audit_dp_lm": 1,
@@ -465,7 +466,7 @@ def test_the_pretrained_language_model_switch_reruns_only_the_dp_lm_branch(
 ) -> None:
     overlay = repo / "config" / "dplm-smollm2.yaml"
     result = snakemake(workdir, "-n", "-p", "--configfile", "config/config.yaml", str(overlay))
-    assert planned_jobs(result.stdout) == {
+    assert job_table(result.stdout) == {
         "train_dp_lm": 2,
         "sample_dp_lm": 2,
         "audit_dp_lm": 1,
@@ -488,7 +489,7 @@ def test_changing_one_synthesizer_reruns_only_its_fit_and_the_comparison(workdir
         ),
         {"epochs": 3},
     )
-    assert planned_jobs(result.stdout) == {"fit_dp_tabular": 1, "evaluate_tabular": 1, **ALWAYS}
+    assert job_table(result.stdout) == {"fit_dp_tabular": 1, "evaluate_tabular": 1, **ALWAYS}
     assert "results/fit_dp_tabular/breast_cancer/ctgan/non_dp/samples.parquet" in result.stdout
 
 
@@ -504,7 +505,7 @@ def test_the_tabular_reports_pool_joins_a_mixture(workdir: Path) -> None:
         ),
         ["tabular_reports"],
     )
-    assert planned_jobs(result.stdout) == {
+    assert job_table(result.stdout) == {
         "build_mixture": 1,
         "train_ner": 1,
         "compare_ner": 1,
@@ -521,7 +522,7 @@ def test_changing_one_teacher_reruns_only_its_branch(workdir: Path) -> None:
     result = dry_run_with(
         workdir, "changed-teacher", ("teacher", "teachers", 1, "detectors"), ["DATE"]
     )
-    assert planned_jobs(result.stdout) == {
+    assert job_table(result.stdout) == {
         "label_teacher": 2,
         "combine_teachers": 2,
         "evaluate_teacher": 3,
@@ -556,7 +557,7 @@ def test_an_ensemble_operating_point_reruns_only_the_ensemble(workdir: Path) -> 
     result = dry_run_with(
         workdir, "ensemble-point", ("ner", "runs", 2, "operating_point"), {"mode": "leakage"}
     )
-    assert planned_jobs(result.stdout) == {
+    assert job_table(result.stdout) == {
         "ensemble_ner": 1,
         "predict_ner": 1,
         "evaluate_ner": 1,
@@ -599,7 +600,7 @@ def test_tapt_is_one_switch_on_a_run(workdir: Path) -> None:
         ),
         "dplm",
     )
-    assert planned_jobs(result.stdout) == {
+    assert job_table(result.stdout) == {
         "tapt_encoder": 1,
         "train_ner": 1,
         "compare_ner": 1,
@@ -613,7 +614,7 @@ def test_tapt_is_one_switch_on_a_run(workdir: Path) -> None:
 
 def test_tapt_on_own_notes_is_one_switch_on_a_run(workdir: Path) -> None:
     result = dry_run_with(workdir, "own-tapt", ("ner", "runs", 1, "tapt"), "own")
-    assert planned_jobs(result.stdout) == {
+    assert job_table(result.stdout) == {
         "tapt_encoder_own": 1,
         "train_ner": 1,
         "compare_ner": 1,
@@ -658,7 +659,7 @@ def test_a_swept_run_expands_into_named_runs_and_new_values_add_only_theirs(
     first = sweep_config(workdir, "sweep-1", [0.25, 0.5], [1, 2])
     planned = snakemake(workdir, "-n", "--configfile", first)
     # four new runs, each a whole branch; no existing run is touched
-    assert planned_jobs(planned.stdout) == {
+    assert job_table(planned.stdout) == {
         "build_mixture": 4,
         "train_ner": 4,
         "predict_ner": 4,
@@ -690,7 +691,7 @@ def test_a_swept_run_expands_into_named_runs_and_new_values_add_only_theirs(
         second,
     )
     # 9 mixtures asked for, 4 already built with unchanged params: only the 5 new ones run
-    assert planned_jobs(more.stdout) == {"build_mixture": 5}
+    assert job_table(more.stdout) == {"build_mixture": 5}
     assert "output: results/build_mixture/demo/sweep-syn25-seed1/" not in more.stdout
     assert "output: results/build_mixture/demo/sweep-syn90-seed3/" in more.stdout
 
@@ -720,7 +721,7 @@ def test_the_study_rebuilds_from_its_archive_alone(workdir: Path) -> None:
     overlay = workdir / "from-archive.yaml"
     overlay.write_text(yaml.safe_dump({"ner": {"study_archive": "committed-archive"}}))
     planned = snakemake(workdir, "-n", "study", "--configfile", str(overlay))
-    assert planned_jobs(planned.stdout) == {
+    assert job_table(planned.stdout) == {
         "compare_ner_archive": 1,
         "tabulate_study_archive": 1,
         "study": 1,
@@ -741,7 +742,7 @@ def test_a_touched_corpus_and_a_step_rerun_on_unchanged_code_replan_nothing(
     assert "Nothing to be done" in snakemake(workdir, "-n").stdout
     # where only modification times count, the same touch replans the whole chain
     by_time = snakemake(workdir, "-n", "--max-checksum-file-size", "1")
-    assert planned_jobs(by_time.stdout)["ingest_corpus"] == 1
+    assert job_table(by_time.stdout)["ingest_corpus"] == 1
     # a step rerun on unchanged code writes the same bytes (no commit in its provenance):
     # nothing after it reruns
     notes = "results/ingest_corpus/demo/notes.parquet"
@@ -766,7 +767,7 @@ def test_a_change_to_a_stages_code_reruns_that_stage(repo: Path, workdir: Path) 
     stage = copy / "synthdeid" / "stages" / "split_notes.py"
     stage.write_text(stage.read_text() + "\n# a change to the code split_notes runs\n")
     changed = snakemake(workdir, "-n", pythonpath=copy)
-    jobs = planned_jobs(changed.stdout)
+    jobs = job_table(changed.stdout)
     # split_notes and what depends on it; ingest_corpus, upstream, stays
     assert jobs["split_notes"] == 1 and "ingest_corpus" not in jobs
     assert jobs["mask_seeds"] == 1 and jobs["train_ner"] == 3
@@ -845,8 +846,9 @@ def test_pending_runs_train_on_a_bare_copy_from_the_packed_state(
         names = tar.getnames()
     assert "results/split_notes/demo/notes.parquet" in names
     assert any(name.startswith(".snakemake/metadata/") for name in names)
-    # an archived run's model stays behind
+    # what no pending job reads stays behind: an archived run's model, the ingested corpus
     assert not any(name.startswith("results/train_ner/demo/real_only/") for name in names)
+    assert not any(name.startswith("results/ingest_corpus/") for name in names)
 
     device = copy_workflow(repo, tmp_path / "device", PLUMBING)
     shutil.copy(workdir / "pending.yaml", device)
@@ -858,7 +860,7 @@ def test_pending_runs_train_on_a_bare_copy_from_the_packed_state(
     assert study_gpu.main([*run, *local, "--deadline", "1200"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["archived"] == ["pending"] and summary["snakemake_returncode"] == 0
-    assert study_gpu.job_table((out / "snakemake.log").read_text()) == manifest["planned_jobs"]
+    assert job_table((out / "snakemake.log").read_text()) == manifest["planned_jobs"]
 
     assert study_gpu.main(["unpack", "--bundle", str(out), "--archive", str(archive)]) == 0
     runs = {run.name: run for run in read_archives([archive])}

@@ -81,19 +81,6 @@ def declared_outputs(repo: Path) -> RuleOutputs:
         return RuleOutputs.from_rules(workflow._workflow.rules)
 
 
-def planned_jobs(output: str) -> dict[str, int]:
-    """Rule -> count from the 'Job stats' table of a dry run."""
-    jobs: dict[str, int] = {}
-    lines = output.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("Job stats:"))
-    for line in lines[start + 3 :]:
-        parts = line.split()
-        if len(parts) != 2 or parts[0] == "total":
-            break
-        jobs[parts[0]] = int(parts[1])
-    return jobs
-
-
 def copy_workflow(repo: Path, target: Path, overlay: Mapping[str, Any] | None = None) -> Path:
     """Copy the workflow (not results) into ``target``, a fresh working directory; with
     ``overlay``, merged into the copy's default config (:func:`merge_into_config`)."""

@@ -19,4 +19,5 @@ WorkflowError); the rules' input and params functions are thin calls into:
 - :mod:`~synthdeid.workflow.arguments`: JSON params, repeated NAME=VALUE flags, folders
 - :mod:`~synthdeid.workflow.environment`: the ``synthdeid`` command on PATH
 - :mod:`~synthdeid.workflow.stage_names`: which stage each rule runs (rule ``x_y``: ``synthdeid x-y``)
+- :mod:`~synthdeid.workflow.dry_run`: what a dry run plans (its job table, the files it reads)
 """

@@ -1,0 +1,44 @@
+"""What a Snakemake dry run (``snakemake --dry-run``) says it would do.
+
+Two readings of its printed plan: the job table (rule -> jobs), and the files the
+planned jobs read that no planned job writes, which is all of ``results/`` a copy
+of the workflow needs to run the same jobs elsewhere. Snakemake does not rebuild a
+file whose consumers are all up to date (a trained DP language model, once its
+samples exist), so what the planned jobs do not read can stay behind.
+"""
+
+from __future__ import annotations
+
+import re
+
+_FILES = re.compile(r"^\s+(input|output|log|benchmark): (.+)$")
+WRITTEN = ("output", "log", "benchmark")
+
+
+def job_table(output: str) -> dict[str, int]:
+    """Rule -> count from the first "Job stats" table of Snakemake's output; {} when
+    it prints none (nothing to be done)."""
+    lines = output.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("Job stats:")), None)
+    jobs: dict[str, int] = {}
+    if start is None:
+        return jobs
+    for line in lines[start + 3 :]:  # past the header and its rule
+        fields = line.split()
+        if len(fields) != 2 or fields[0] == "total" or not fields[1].isdigit():
+            break
+        jobs[fields[0]] = int(fields[1])
+    return jobs
+
+
+def planned_inputs(output: str) -> list[str]:
+    """The files the planned jobs read that none of them writes, sorted: the "input:"
+    lines of the dry run's job blocks less their "output:", "log:" and "benchmark:"
+    lines (paths hold no ", ", which Snakemake prints between them)."""
+    read: set[str] = set()
+    written: set[str] = set()
+    for line in output.splitlines():
+        match = _FILES.match(line)
+        if match:
+            (written if match.group(1) in WRITTEN else read).update(match.group(2).split(", "))
+    return sorted(read - written)
