@@ -21,6 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from synthdeid.workflow.dry_run import planned_jobs
+
 ROOT = Path(__file__).resolve().parents[1]
 # planning only checks that a strong-looking secret is set; a dry run replaces nothing
 DRY_RUN_SECRET = secrets.token_hex(32)
@@ -60,15 +62,7 @@ def planned(files: tuple[str, ...]) -> list[str]:
     result = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     if result.returncode != 0:
         raise SystemExit(f"dry run of {files} failed:\n{result.stderr[-2000:]}")
-    jobs, rule = [], None
-    for line in result.stdout.splitlines():
-        text = line.strip()
-        if text.startswith("rule ") or text.startswith("localrule "):
-            rule = text.split()[1].rstrip(":")
-        elif text.startswith("output:") and rule is not None:
-            jobs.append(f"{rule}: {text.removeprefix('output:').strip()}")
-            rule = None
-    return sorted(jobs)
+    return sorted(f"{rule}: {outputs}" for rule, outputs in planned_jobs(result.stdout))
 
 
 def main() -> int:

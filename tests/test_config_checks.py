@@ -17,7 +17,8 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import update_config, validate
 
-from workflow_helpers import copy_workflow, planned_jobs, snakemake
+from synthdeid.workflow.dry_run import job_table
+from workflow_helpers import copy_workflow, snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
@@ -154,7 +155,7 @@ def test_dry_run_plans_a_stacked_run_like_any_other(workflow_copy: Path) -> None
     path = workflow_copy / "stacked.yaml"
     path.write_text(yaml.safe_dump(with_runs(STACKED_RUN)), encoding="utf-8")
     result = snakemake(workflow_copy, "-n", "-p", "--configfile", str(path))
-    jobs = planned_jobs(result.stdout)
+    jobs = job_table(result.stdout)
     n_runs = len(DEFAULT["ner"]["runs"]) + 1
     assert jobs["stack_lexicons"] == 1
     assert jobs["predict_ner"] == jobs["evaluate_ner"] == n_runs
@@ -213,7 +214,7 @@ def test_dry_run_plans_the_teachers_soft_labels_before_the_student(workflow_copy
     path = workflow_copy / "distilled.yaml"
     path.write_text(yaml.safe_dump(with_runs(DISTILLED_RUN)), encoding="utf-8")
     result = snakemake(workflow_copy, "-n", "-p", "--configfile", str(path))
-    jobs = planned_jobs(result.stdout)
+    jobs = job_table(result.stdout)
     assert jobs["soft_label_ner"] == 1
     soft_labels = "results/soft_label_ner/demo/ensemble_student/local/soft_labels.parquet"
     labelled = result.stdout.index(

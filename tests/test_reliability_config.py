@@ -25,10 +25,11 @@ from synthdeid.ner.training import TrainingConfig
 from synthdeid.notes import Note
 from synthdeid.runtime import SEED_MAX, check_seed
 from synthdeid.tabular.source import chosen_source
+from synthdeid.workflow.dry_run import job_table
 from synthdeid.workflow.tables import Tables
 from synthdeid.workflow.tabular import source_files
 from test_config_checks import DEFAULT, SCHEMA, merged, refusal
-from workflow_helpers import copy_workflow, planned_jobs, snakemake
+from workflow_helpers import copy_workflow, snakemake
 
 REPO = Path(__file__).resolve().parents[1]
 FIRST_RUN = DEFAULT["ner"]["runs"][0]
@@ -155,7 +156,7 @@ def test_dry_run_plans_the_switched_source_from_its_file(workflow_copy: Path) ->
         "-p",
         "results/prepare_tabular/breast_cancer/prepared.parquet",
     )
-    assert planned_jobs(result.stdout)["prepare_tabular"] == 1
+    assert job_table(result.stdout)["prepare_tabular"] == 1
     assert "input: tables/t.csv," in result.stdout + result.stderr
     assert """--source '{"path":"tables/t.csv"}'""" in result.stdout + result.stderr
 
@@ -182,4 +183,4 @@ def test_dry_run_refuses_an_evaluation_corpus_holding_the_main_corpus(workflow_c
 
 def test_an_evaluation_corpus_of_other_notes_is_planned(workflow_copy: Path) -> None:
     result = snakemake(workflow_copy, "-n")
-    assert planned_jobs(result.stdout)["ingest_eval_corpus"] == 1
+    assert job_table(result.stdout)["ingest_eval_corpus"] == 1

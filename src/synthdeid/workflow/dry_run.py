@@ -1,7 +1,7 @@
 """What a Snakemake dry run (``snakemake --dry-run``) says it would do.
 
-Two readings of its printed plan: the job table (rule -> jobs), and the files the
-planned jobs read that no planned job writes, which is all of ``results/`` a copy
+Three readings of its printed plan: the job table (rule -> jobs), each job's rule
+and outputs, and the files the planned jobs read that no planned job writes, which is all of ``results/`` a copy
 of the workflow needs to run the same jobs elsewhere. Snakemake does not rebuild a
 file whose consumers are all up to date (a trained DP language model, once its
 samples exist), so what the planned jobs do not read can stay behind.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+_JOB = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 _FILES = re.compile(r"^\s+(input|output|log|benchmark): (.+)$")
 WRITTEN = ("output", "log", "benchmark")
 
@@ -28,6 +29,23 @@ def job_table(output: str) -> dict[str, int]:
         if len(fields) != 2 or fields[0] == "total" or not fields[1].isdigit():
             break
         jobs[fields[0]] = int(fields[1])
+    return jobs
+
+
+def planned_jobs(output: str) -> list[tuple[str, str]]:
+    """(rule, its outputs as printed) of every job block of the dry run, in the order
+    printed; a job without outputs (a target rule) is left out."""
+    jobs = []
+    rule = None
+    for line in output.splitlines():
+        header = _JOB.match(line)
+        if header:
+            rule = header.group(1)
+            continue
+        match = _FILES.match(line)
+        if match and match.group(1) == "output" and rule is not None:
+            jobs.append((rule, match.group(2)))
+            rule = None
     return jobs
 
 
