@@ -160,6 +160,11 @@ def dry_run(targets: Sequence[str], snakemake_args: Sequence[str]) -> str:
     return result.stdout
 
 
+def host_only_rules(rules: dict[str, int], allow: Sequence[str]) -> list[str]:
+    """The planned rules that must run here (:data:`HOST_ONLY_RULES`), less ``allow``."""
+    return sorted(rule for rule in rules if rule in HOST_ONLY_RULES and rule not in allow)
+
+
 def pack(args: argparse.Namespace) -> int:
     # here, not at the top: `device` runs on the lent machine before the project is installed
     from synthdeid.workflow.dry_run import job_table, planned_inputs
@@ -174,8 +179,7 @@ def pack(args: argparse.Namespace) -> int:
         return 0
     targets = [f"results/archive_run/{args.corpus}/{run}/{RUN_RECORD}" for run in todo]
     planned = dry_run(targets, args.snakemake)
-    rules = job_table(planned)
-    host_only = sorted(rule for rule in rules if rule in HOST_ONLY_RULES and rule not in args.allow)
+    host_only = host_only_rules(job_table(planned), args.allow)
     if host_only and args.host_jobs:
         # those jobs here, and nothing after them; the pools then travel with the state.
         # One rule a call: Snakemake 9 stops short of a second --until rule that needs
@@ -185,8 +189,7 @@ def pack(args: argparse.Namespace) -> int:
             print("+", " ".join([*until[:4], "...", "--until", rule]), flush=True)
             subprocess.run([*until, *args.snakemake], check=True)
         planned = dry_run(targets, args.snakemake)
-        rules = job_table(planned)
-        host_only = sorted(r for r in rules if r in HOST_ONLY_RULES and r not in args.allow)
+        host_only = host_only_rules(job_table(planned), args.allow)
     if host_only:
         raise SystemExit(
             f"the pending runs would run {', '.join(host_only)} on the lent machine, which "
@@ -201,7 +204,7 @@ def pack(args: argparse.Namespace) -> int:
     try:
         # and the plan of degenerate arms, which comes back with the archives
         needed = [*planned_inputs(planned), str(plan.relative_to(root))]
-        summary = stage_pack(args, root, staged, needed, targets, rules, corpus_dir)
+        summary = stage_pack(args, root, staged, needed, targets, job_table(planned), corpus_dir)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise

@@ -1,8 +1,8 @@
 """What a Snakemake dry run (``snakemake --dry-run``) says it would do.
 
 Three readings of its printed plan: the job table (rule -> jobs), each job's rule
-and outputs, and the files the planned jobs read that no planned job writes, which is all of ``results/`` a copy
-of the workflow needs to run the same jobs elsewhere. Snakemake does not rebuild a
+and outputs, and the files the planned jobs read that no planned job writes, which is
+all of ``results/`` a copy of the workflow needs to run the same jobs elsewhere. Snakemake does not rebuild a
 file whose consumers are all up to date (a trained DP language model, once its
 samples exist), so what the planned jobs do not read can stay behind.
 """
