@@ -14,12 +14,14 @@ from synthdeid.errors import InputError
 from synthdeid.evaluation.archive import (
     RUN_RECORD,
     UNKEYED_FORMAT,
+    add_training_outcome,
     hashed_note_id,
     key_id,
     note_key,
     read_archive,
     read_archives,
     read_train_time,
+    read_training_outcome,
     rekey_archived_run,
 )
 from synthdeid.evaluation.report import PER_DOCUMENT, read_per_document
@@ -35,6 +37,22 @@ def benchmark(path: Path, wall: str, cpu: str) -> Path:
     """A Snakemake benchmark file as the benchmark directive writes it."""
     path.write_text(f"{BENCHMARK_HEADER}\n{wall}\t0:20:00\t900\t1\t1\t1\t0\t0\t180\t{cpu}\n")
     return path
+
+
+# the machine a training history names (synthdeid.compute_env.describe_machine)
+MACHINE = {"code_version": "0.1.0+gabc", "cpu": "a test CPU", "cpu_capability": "AVX2"}
+
+
+def history(settings: dict[str, object], environment: object = MACHINE) -> dict[str, object]:
+    """A train-ner training history: settings, the epoch kept of 3, fp32, the machine."""
+    recorded = {
+        "run": "x",
+        "config": settings,
+        "precision": {"requested": "fp32", "resolved": "fp32", "reason": "set explicitly"},
+        "best_epoch": 2,
+        "timing": {"train_seconds": 60.0, "steps": 30, "epochs": 3},
+    }
+    return recorded if environment is None else {**recorded, "environment": environment}
 
 
 def archive(out: Path, run: str, evaluation: Path, *extra: str, notes: Path | None = None) -> int:
@@ -100,7 +118,7 @@ def test_an_archived_run_keeps_counts_sizes_budget_and_time_but_no_note_id(
     model = tmp_path / "model"
     model.mkdir()
     settings = {"epochs": 4, "precision": "fp32", "seed": 1}
-    (model / "training_history.json").write_text(json.dumps({"run": "x", "config": settings}))
+    (model / "training_history.json").write_text(json.dumps(history(settings)))
     extra += ["--model", str(model), "--config-md5", "0" * 32]
     assert archive(out, "dp-seed1", evaluations["perfect"], *extra) == 0
     assert {p.name for p in out.iterdir()} == {PER_DOCUMENT, RUN_RECORD}
@@ -113,7 +131,13 @@ def test_an_archived_run_keeps_counts_sizes_budget_and_time_but_no_note_id(
     assert record["mixture"]["pool_digests"] == pools
     assert record["privacy"] == {"epsilon": 3.99, "delta": 1e-4}
     assert record["train"] == {"wall_s": 90.0, "cpu_s": 170.0}
-    assert record["training_config"] == settings
+    assert record["training_config"] == {**settings, "precision_resolved": "fp32"}
+    assert record["trained"] == {
+        "best_epoch": 2,
+        "epochs": 3,
+        "precision": "fp32",
+        "environment": MACHINE,
+    }
     assert record["provenance"]["params"]["config_md5"] == "0" * 32
     live = read_per_document(evaluations["perfect"] / PER_DOCUMENT)
     archived = read_per_document(out / PER_DOCUMENT)
@@ -126,6 +150,7 @@ def test_an_archived_run_keeps_counts_sizes_budget_and_time_but_no_note_id(
     assert (archived.values == live.values).all()
     (run,) = read_archive(tmp_path / "archive")
     assert (run.name, run.arm, run.train and run.train.cpu_s) == ("dp-seed1", "dp", 170.0)
+    assert run.trained is not None and run.trained.environment == MACHINE
     # runs archived before pool digests were recorded still read; a malformed one does not
     for digests in (None, {"dplm_pii": 3}):
         older = {**record, "mixture": {**record["mixture"]}}
@@ -255,9 +280,17 @@ def test_the_study_from_an_archive_equals_the_study_from_the_runs(
     for run, evaluation in runs.items():
         summary = mixture_summary(tmp_path / f"{run}.json", *sizes[run])
         bench = benchmark(tmp_path / f"{run}.tsv", *times[run])
+        model = tmp_path / f"model-{run}"
+        model.mkdir()
+        # dp-seed1 trained before histories named the machine
+        machine = None if run == "dp-seed1" else MACHINE
+        settings = {"epochs": 4, "precision": "fp32"}
+        (model / "training_history.json").write_text(json.dumps(history(settings, machine)))
         extra = ["--arm", arms[run], "--mixture", str(summary), "--benchmark", str(bench)]
+        extra += ["--model", str(model)]
         assert archive(root / run, run, evaluations[evaluation], *extra) == 0
         live += ["--mixture", f"{run}={summary}", "--benchmark", f"{run}={bench}"]
+        live += ["--model", f"{run}={model}"]
     pairs = [f"{run}={evaluations[e]}" for run, e in runs.items()]
     arm_flags = tuple(f"{run}={arm}" for run, arm in arms.items())
     assert compare(tmp_path / "c_live", *pairs, reference="real-seed1", arms=arm_flags) == 0
@@ -285,6 +318,29 @@ def test_the_study_from_an_archive_equals_the_study_from_the_runs(
     assert rows["dp"]["train_cpu_min"] == ""  # unmeasured: empty, never 0
     table = (tmp_path / "s_arch" / "study.md").read_text()
     assert "| 1.5 (2.5) |" in table and "| 1.5 (n/a) |" in table
+    # one row per run, the same from the runs and from the archive (which lists them by name)
+    for name in ("study_runs.csv", "study_runs.md"):
+        live_lines = (tmp_path / "s_live" / name).read_text().splitlines()
+        assert sorted(live_lines) == sorted((tmp_path / "s_arch" / name).read_text().splitlines())
+    with (tmp_path / "s_arch" / "study_runs.csv").open() as handle:
+        by_run = {row["run"]: row for row in csv.DictReader(handle)}
+    assert set(by_run) == set(runs)
+    assert (by_run["dp-seed1"]["arm"], by_run["dp-seed1"]["train_notes"]) == ("dp", "120")
+    assert by_run["real-seed1"]["best_epoch"] == "2" and by_run["real-seed1"]["epochs"] == "3"
+    assert by_run["real-seed1"]["machine"] == "a test CPU, AVX2"
+    assert by_run["dp-seed1"]["machine"] == by_run["dp-seed1"]["code_version"] == ""
+    live_f1 = json.loads((evaluations["weak"] / "metrics.json").read_text())["headline"]
+    assert float(by_run["real-seed1"]["span_overlap_f1"]) == pytest.approx(
+        live_f1["span_overlap_f1"]["estimate"]
+    )
+    runs_table = (tmp_path / "s_arch" / "study_runs.md").read_text().splitlines()
+    (dp_line,) = (line for line in runs_table if line.startswith("| dp-seed1 |"))
+    # no machine recorded: n/a, never a guess; the epoch kept of those run
+    assert dp_line.startswith(
+        "| dp-seed1 | dp | 120 (16.7% synthetic) | 2 of 3 | fp32 | n/a | n/a |"
+    )
+    (real_line,) = (line for line in runs_table if line.startswith("| real-seed1 |"))
+    assert "| 0.1.0+gabc | a test CPU, AVX2 |" in real_line and real_line.endswith("| 1.0 (1.7) |")
 
 
 def test_compare_ner_needs_a_run_or_an_archive(tmp_path: Path) -> None:
@@ -308,3 +364,49 @@ def test_archives_read_together_keep_a_run_found_twice_once_if_its_counts_agree(
     assert archive(second / "perfect", "perfect", evaluations["weak"]) == 0
     with pytest.raises(InputError, match=r"run 'perfect' is also in .* with other per-document"):
         read_archives([first, second])
+
+
+def test_the_training_outcome_reads_older_histories_and_refuses_broken_ones(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "training_history.json"
+    path.write_text(json.dumps(history({"epochs": 4}, environment=None)))
+    outcome = read_training_outcome(path)
+    # written before histories named the machine: n/a, not invented
+    assert (outcome.best_epoch, outcome.epochs, outcome.environment) == (2, 3, None)
+    for broken in ({"best_epoch": 4}, {"best_epoch": None}, {"timing": {}}):
+        path.write_text(json.dumps({**history({"epochs": 4}), **broken}))
+        with pytest.raises(InputError, match="best_epoch <= epochs"):
+            read_training_outcome(path)
+
+
+def test_an_older_archived_run_gains_its_outcome_from_its_own_history_only(
+    evaluations: dict[str, Path], tmp_path: Path
+) -> None:
+    model = tmp_path / "model"
+    model.mkdir()
+    settings = {"epochs": 4, "precision": "fp32"}
+    (model / "training_history.json").write_text(json.dumps(history(settings)))
+    out = tmp_path / "archive" / "weak"
+    assert archive(out, "weak", evaluations["weak"], "--model", str(model)) == 0
+    record = json.loads((out / RUN_RECORD).read_text())
+    del record["trained"]  # as archived before the outcome was recorded
+    (out / RUN_RECORD).write_text(json.dumps(record))
+    assert read_archive(tmp_path / "archive")[0].trained is None
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps(history({**settings, "epochs": 5})))
+    with pytest.raises(InputError, match="not the training history"):
+        add_training_outcome(out, other)
+    assert "trained" not in json.loads((out / RUN_RECORD).read_text())
+    assert add_training_outcome(out, model / "training_history.json")
+    assert not add_training_outcome(out, model / "training_history.json")  # once
+    (run,) = read_archive(tmp_path / "archive")
+    assert run.trained is not None and (run.trained.best_epoch, run.trained.epochs) == (2, 3)
+    assert json.loads((out / RUN_RECORD).read_text()) == {
+        **record,
+        "trained": run.trained.as_dict(),
+    }
+    # a malformed outcome does not read
+    (out / RUN_RECORD).write_text(json.dumps({**record, "trained": {"best_epoch": 1}}))
+    with pytest.raises(InputError, match="trained must be null"):
+        read_archive(tmp_path / "archive")

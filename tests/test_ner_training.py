@@ -390,12 +390,18 @@ def test_model_directory_holds_everything(saved: Path, trained) -> None:
     assert history["config"]["operating_point"]["grid"] == list(GRID)
     assert history["mixture"]["regime"] == "augmentation"
     assert len(history["operating_point_sweep"]) == len(GRID)
+    environment = history["environment"]
+    assert environment == result.environment
+    assert environment["device"] == "cpu" and environment["device_name"] is None
+    assert environment["threads"] >= 1 and environment["torch"].startswith("2.")
+    assert "hostname" not in environment  # the record leaves the machine
 
     card = (saved / CARD_FILE).read_text()
     assert "run `tiny-run-7`" in card
     assert f"O threshold {result.tagger.settings.o_threshold}" in card
     assert "rule: recall" in card
     assert f"windows: {MAX_LENGTH} tokens, stride {STRIDE}" in card
+    assert f"CPU {environment['cpu']} ({environment['cpu_capability']} kernels" in card
 
 
 def test_loaded_tagger_predicts_like_the_trained_one(saved: Path, trained) -> None:

@@ -264,6 +264,7 @@ def fake_result(tmp_path: Path, device: torch.device = CPU) -> TrainingResult:
         sweep=[],
         class_weights={},
         timing={"train_seconds": 1.0, "steps": 2, "epochs": 1},
+        environment={"cpu": "a test CPU"},
     )
 
 
@@ -424,3 +425,22 @@ def test_tapt_autocasts_in_the_resolved_format_and_records_it(
     meta = json.loads((tmp_path / "tapt" / TAPT_CONFIG_FILE).read_text())
     assert meta["precision"] == expected.record() == result.metadata["precision"]
     assert meta["precision"]["resolved"] == ("bf16" if has_native else "fp32")
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "wording"),
+    [
+        ("leakage", "(lowest validation leakage, then highest span-overlap F1)"),
+        ("f1", "(highest validation span-overlap F1, then lowest leakage)"),
+    ],
+)
+def test_the_card_names_the_checkpoint_rule_and_the_machine(
+    tmp_path: Path, checkpoint: str, wording: str
+) -> None:
+    result = fake_result(tmp_path)
+    config = TrainingConfig(checkpoint=checkpoint)
+    out = save_model_directory(result, config, tmp_path / "model", mixture={}, run="r")
+    card = (out / CARD_FILE).read_text()
+    assert f"kept epoch 1 {wording}" in card
+    # what the machine description lacks reads n/a, not a made-up value
+    assert "- trained on: n/a; CPU a test CPU (n/a kernels, native bf16: n/a)" in card

@@ -710,6 +710,15 @@ def test_the_study_target_tabulates_every_arm_of_the_demo(workdir: Path) -> None
     assert rows["real_only"]["span_overlap_f1_diff"] == ""
     assert rows["surrogate_aug"]["span_overlap_f1_p"] != ""
     assert (out / "study.png").stat().st_size > 10_000
+    # one row per run: a trained run names the epoch it kept and its machine, an ensemble
+    # (nothing trained) n/a
+    with (out / "study_runs.csv").open() as handle:
+        runs = {row["run"]: row for row in csv.DictReader(handle)}
+    trained = runs["real_only"]
+    assert 1 <= int(trained["best_epoch"]) <= int(trained["epochs"])
+    assert trained["precision"] in ("fp32", "bf16") and trained["machine"]
+    assert trained["code_version"].startswith("0.")
+    assert runs["real_surrogate_ensemble"]["best_epoch"] == ""
 
 
 def test_the_study_rebuilds_from_its_archive_alone(workdir: Path) -> None:
@@ -732,6 +741,13 @@ def test_the_study_rebuilds_from_its_archive_alone(workdir: Path) -> None:
     row = next(line for line in live.splitlines() if line.startswith("| surrogate_aug |"))
     # the same arm, the same figures: F1 cell onwards (the train time is in both)
     assert row in rebuilt.splitlines()
+    # each run's row too: figures, epoch kept, machine, train time
+    runs = (workdir / "results" / "tabulate_study" / "demo" / "study_runs.md").read_text()
+    runs_rebuilt = (
+        workdir / "results" / "tabulate_study_archive" / "demo" / "study_runs.md"
+    ).read_text()
+    row = next(line for line in runs.splitlines() if line.startswith("| surrogate_aug |"))
+    assert row in runs_rebuilt.splitlines()
 
 
 def test_a_touched_corpus_and_a_step_rerun_on_unchanged_code_replan_nothing(

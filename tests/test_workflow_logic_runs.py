@@ -329,17 +329,20 @@ def test_anchors_are_evaluated_from_their_own_predictions_and_compared_as_runs(
     )
 
 
-def test_the_study_reads_mixtures_and_the_dp_privacy_where_used(
+def test_the_study_reads_mixtures_models_and_the_dp_privacy_where_used(
     table: NerRuns, rule_outputs: RuleOutputs
 ) -> None:
     inputs = ner_inputs.study_inputs(table, "demo", rule_outputs)
     assert inputs["mixture_real"] == "results/build_mixture/demo/real/summary.json"
     assert inputs["benchmark_real"] == "benchmarks/train_ner/demo/real.tsv"
+    assert inputs["model_real"] == "results/train_ner/demo/real/model"
+    assert "model_both" not in inputs  # an ensemble trains nothing: no outcome, n/a
     assert inputs["privacy"] == "results/train_dp_lm/demo/dp/privacy.json"
     assert "mixture_both" not in inputs and "mixture_lex" not in inputs
     words = shlex.split(ner_inputs.study_arguments(table, inputs))
     assert words.count("--mixture") == len(table.trained)
     assert words.count("--benchmark") == len(table.trained)
+    assert words.count("--model") == len(table.trained)
     assert words.count("--privacy") == 4
     assert "dplm-syn25-seed1=results/train_dp_lm/demo/dp/privacy.json" in words
     plain = NerRuns.from_config(ner(REAL))
@@ -348,6 +351,7 @@ def test_the_study_reads_mixtures_and_the_dp_privacy_where_used(
     assert ner_inputs.study_arguments(plain, plain_inputs) == (
         "--mixture real=results/build_mixture/demo/real/summary.json"
         " --benchmark real=benchmarks/train_ner/demo/real.tsv"
+        " --model real=results/train_ner/demo/real/model"
     )
 
 

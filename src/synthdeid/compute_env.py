@@ -2,6 +2,9 @@
 
 :func:`describe_environment` records the host, the Python, synthdeid and
 torch versions, the CUDA devices torch sees and the scheduler's variables;
+:func:`describe_machine` records what a trained model's figures depend on (the
+code, the CPU and the vector instructions torch uses on it, the device), with no
+host name, so a run's record can leave its machine;
 :func:`check_cuda` fails a job the scheduler granted a GPU (by
 ``CUDA_VISIBLE_DEVICES``, ``SLURM_JOB_GPUS`` or ``SLURM_GPUS_ON_NODE``)
 whose torch sees no CUDA device, naming the torch build, unless
@@ -14,10 +17,18 @@ from __future__ import annotations
 import os
 import platform
 import socket
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from synthdeid.artifacts import code_version
+from synthdeid.code_identity import running_code_digest
 from synthdeid.errors import StepError
+from synthdeid.runtime import native_cpu_bf16
+
+if TYPE_CHECKING:
+    import torch
+
+CPUINFO = Path("/proc/cpuinfo")
 
 SCHEDULER_VARIABLES = (
     "SLURM_JOB_ID",
@@ -47,6 +58,58 @@ def describe_environment() -> dict[str, Any]:
         else [],
         "cpu_count": os.cpu_count(),
         "scheduler": {name: os.environ.get(name) for name in SCHEDULER_VARIABLES},
+    }
+
+
+def cpu_identity(cpuinfo: str | None = None) -> str | None:
+    """The CPU as Linux names it: its model name, family and model (``AMD EPYC (family 25,
+    model 17)``: a virtual machine's model name alone may not tell two CPU generations
+    apart); None where ``/proc/cpuinfo`` says nothing (another OS).
+
+    ``cpuinfo``: the text of ``/proc/cpuinfo`` (read when None); its first processor counts.
+    """
+    if cpuinfo is None:
+        try:
+            cpuinfo = CPUINFO.read_text(errors="replace")
+        except OSError:
+            return platform.processor() or None
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the end of the first processor's block
+            continue
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip(), value.strip())
+    model_name = fields.get("model name")
+    if not model_name:
+        return platform.processor() or None
+    family, model = fields.get("cpu family"), fields.get("model")
+    return f"{model_name} (family {family}, model {model})" if family and model else model_name
+
+
+def describe_machine(device: torch.device) -> dict[str, Any]:
+    """What a model trained with: the code, the CPU, the vector instructions torch uses on it,
+    native bf16, threads and the device (``device_name``: the GPU's name on CUDA).
+
+    ``code_version`` is the package version and git commit of the source tree;
+    ``code_digest`` the digest of the running stage's code (None outside a stage). No
+    host name: training histories and archived run records carry this off the machine.
+    """
+    import torch  # imported here: only describing the machine needs it
+
+    return {
+        "code_version": code_version(),
+        "code_digest": running_code_digest(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu": cpu_identity(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_native_bf16": native_cpu_bf16(),
+        "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
     }
 
 

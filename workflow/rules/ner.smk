@@ -535,7 +535,7 @@ rule compare_ner:
             )
         ),
     output:
-        runs="results/compare_ner/{corpus}/runs.csv",
+        runs="results/compare_ner/{corpus}/study_runs.csv",
         tests="results/compare_ner/{corpus}/paired_tests.csv",
         arms="results/compare_ner/{corpus}/arms.csv",
         comparison="results/compare_ner/{corpus}/comparison.json",
@@ -620,6 +620,8 @@ rule tabulate_study:
     precision / document leakage as mean +- SD over training seeds with the
     document bootstrap interval, and the difference from the reference arm by
     the two-level paired bootstrap.
+    Per run (study_runs.csv, study_runs.md): its figures, the epoch kept and the code and
+    machine it trained with.
     """
     input:
         unpack(
@@ -632,6 +634,8 @@ rule tabulate_study:
     output:
         table="results/tabulate_study/{corpus}/study.csv",
         markdown="results/tabulate_study/{corpus}/study.md",
+        runs_table="results/tabulate_study/{corpus}/study_runs.csv",
+        runs_markdown="results/tabulate_study/{corpus}/study_runs.md",
         html=report(
             "results/tabulate_study/{corpus}/study.html",
             caption="../report/study_table.rst",
@@ -692,6 +696,8 @@ rule tabulate_study_archive:
     output:
         table="results/tabulate_study_archive/{corpus}/study.csv",
         markdown="results/tabulate_study_archive/{corpus}/study.md",
+        runs_table="results/tabulate_study_archive/{corpus}/study_runs.csv",
+        runs_markdown="results/tabulate_study_archive/{corpus}/study_runs.md",
         html="results/tabulate_study_archive/{corpus}/study.html",
         figure=report(
             "results/tabulate_study_archive/{corpus}/study.png",

@@ -9,8 +9,9 @@ seed...: two runs of one name from two configurations are told apart). ``archive
 per run::
 
     <archive>/<run>/per_document.parquet   counts per evaluation note
-    <archive>/<run>/run.json               arm, sizes, budget, train time and
-                                           settings, provenance
+    <archive>/<run>/run.json               arm, sizes, budget, train time,
+                                           settings, the epoch kept and the
+                                           machine it trained on, provenance
 
 Note ids are replaced by a 64-bit BLAKE2b hash (hex) keyed by the scored notes
 themselves (:func:`note_key`: a digest of their ids and texts): runs still pair
@@ -45,6 +46,7 @@ import pyarrow.parquet as pq
 from synthdeid.artifacts import (
     atomic_directory,
     code_version,
+    file_digest,
     open_parquet,
     require_columns,
     write_json_atomic,
@@ -82,6 +84,9 @@ MIXTURE_FIELDS = (
 # mixture fields that runs archived before they were recorded lack
 LATER_MIXTURE_FIELDS = frozenset({"digest", "pool_digests"})
 PRIVACY_FIELDS = ("epsilon", "delta")
+# what a run record keeps of its training history (TrainingOutcome); runs archived before
+# it was recorded have no "trained"
+TRAINED_FIELDS = ("best_epoch", "epochs", "precision", "environment")
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,46 @@ class TrainTime:
 
 
 @dataclass(frozen=True)
+class TrainingOutcome:
+    """How a run's training went, from its train-ner ``training_history.json``: the epoch
+    whose weights were kept, the epochs run, the number format it trained in, and the
+    code and machine it trained with (:func:`synthdeid.compute_env.describe_machine`;
+    None: trained before histories recorded it)."""
+
+    best_epoch: int
+    epochs: int
+    precision: str | None
+    environment: dict[str, Any] | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "best_epoch": self.best_epoch,
+            "epochs": self.epochs,
+            "precision": self.precision,
+            "environment": self.environment,
+        }
+
+    @classmethod
+    def from_dict(cls, value: Any, path: Path) -> TrainingOutcome:
+        """The outcome a run record holds; anything else is an InputError naming ``path``."""
+        if (
+            not isinstance(value, dict)
+            or set(value) != set(TRAINED_FIELDS)
+            or not all(isinstance(value[key], int) for key in ("best_epoch", "epochs"))
+            or not 1 <= value["best_epoch"] <= value["epochs"]
+            or not isinstance(value["precision"], str | None)
+            or not isinstance(value["environment"], dict | None)
+        ):
+            raise InputError(
+                path,
+                None,
+                f"trained must be null or hold {list(TRAINED_FIELDS)}, with 1 <= best_epoch "
+                "<= epochs",
+            )
+        return cls(value["best_epoch"], value["epochs"], value["precision"], value["environment"])
+
+
+@dataclass(frozen=True)
 class ArchivedRun:
     """One run of an archive: its folder and what its ``run.json`` records."""
 
@@ -106,6 +151,8 @@ class ArchivedRun:
     privacy: dict[str, Any] | None
     train: TrainTime | None
     record: dict[str, Any]
+    # the epoch kept and the machine (None: not a trained run, or archived before recorded)
+    trained: TrainingOutcome | None = None
 
     @property
     def note_key(self) -> str | None:
@@ -175,6 +222,27 @@ def read_training_config(path: Path) -> dict[str, Any]:
     if isinstance(precision, dict) and isinstance(precision.get("resolved"), str):
         config = {**config, "precision_resolved": precision["resolved"]}
     return config
+
+
+def read_training_outcome(path: Path) -> TrainingOutcome:
+    """The epoch kept, the epochs run, the number format and the machine a train-ner
+    training_history.json records (histories written before the machine was recorded:
+    environment None)."""
+    history = read_json(path, "training history")
+    timing = history.get("timing")
+    epochs = timing.get("epochs") if isinstance(timing, dict) else None
+    precision = history.get("precision")
+    resolved = precision.get("resolved") if isinstance(precision, dict) else None
+    environment = history.get("environment")
+    return TrainingOutcome.from_dict(
+        {
+            "best_epoch": history.get("best_epoch"),
+            "epochs": epochs,
+            "precision": resolved if isinstance(resolved, str) else None,
+            "environment": environment if isinstance(environment, dict) else None,
+        },
+        path,
+    )
 
 
 def note_key(texts: Mapping[str, str]) -> bytes:
@@ -261,6 +329,7 @@ def write_archived_run(
     provenance: Mapping[str, Any],
     notes: Path,
     training_config: Mapping[str, Any] | None = None,
+    trained: TrainingOutcome | None = None,
 ) -> dict[str, Any]:
     """Write ``out_dir``/per_document.parquet and run.json (both or neither); returns the record.
 
@@ -285,6 +354,8 @@ def write_archived_run(
         # epochs, precision (and precision_resolved, the format it came to), seed ... as
         # train-ner ran them (null: not a trained run)
         "training_config": dict(training_config) if training_config is not None else None,
+        # the epoch kept, epochs run, number format and the machine (null: not trained)
+        "trained": trained.as_dict() if trained is not None else None,
         "archived": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         # the package version and git commit that archived it: a record for readers (the
         # provenance's code digest, not the commit, is what reruns go by)
@@ -330,6 +401,8 @@ def _read_record(path: Path) -> dict[str, Any]:
         not isinstance(train, dict) or not isinstance(train.get("wall_s"), int | float)
     ):
         raise InputError(path, None, "train must be null or hold wall_s (and cpu_s)")
+    if record.get("trained") is not None:
+        TrainingOutcome.from_dict(record["trained"], path)
     return record
 
 
@@ -357,6 +430,9 @@ def read_archive(folder: Path) -> list[ArchivedRun]:
                 privacy=record.get("privacy"),
                 train=TrainTime(train["wall_s"], train.get("cpu_s")) if train else None,
                 record=record,
+                trained=TrainingOutcome.from_dict(record["trained"], path)
+                if record.get("trained") is not None
+                else None,
             )
         )
     if not runs:
@@ -453,4 +529,32 @@ def rekey_archived_run(folder: Path, notes: Path) -> bool:
         write_json_atomic(
             {**record, "format": FORMAT, "note_key": key_id(key)}, staging / RUN_RECORD
         )
+    return True
+
+
+def add_training_outcome(folder: Path, history: Path) -> bool:
+    """Add the training outcome of ``history`` to an archived run that predates it.
+
+    ``history`` must be the very training_history.json the run was archived
+    from: its digest must equal the one the record's provenance holds (inputs,
+    ``training``). Only ``run.json`` changes. False, and nothing written, where
+    the record has its outcome already.
+    """
+    path = folder / RUN_RECORD
+    record = _read_record(path)
+    if record.get("trained") is not None:
+        return False
+    recorded = ((record.get("provenance") or {}).get("inputs") or {}).get("training") or {}
+    if recorded.get("digest") is None:
+        raise InputError(path, None, "the record names no training history: not a trained run")
+    if file_digest(history) != recorded["digest"]:
+        raise InputError(
+            history,
+            None,
+            f"not the training history run {record['run']!r} was archived from (its digest "
+            "differs from the one the record holds)",
+            "pass the model folder of the machine the run trained on",
+        )
+    outcome = read_training_outcome(history)
+    write_json_atomic({**record, "trained": outcome.as_dict()}, path)
     return True

@@ -40,7 +40,7 @@ import numpy as np
 
 from synthdeid.artifacts import atomic_text
 from synthdeid.errors import InputError
-from synthdeid.evaluation.archive import TrainTime, read_archives, read_json
+from synthdeid.evaluation.archive import TrainingOutcome, TrainTime, read_archives, read_json
 from synthdeid.evaluation.arms import ARM_METRICS, CANNOT_TELL, reading
 from synthdeid.figures import PALETTE, mark_undefined, pyplot, save_figure
 from synthdeid.ner.duplicates import read_plan
@@ -387,9 +387,11 @@ def add_archived_runs(
     mixtures: dict[str, dict[str, Any]],
     privacy: dict[str, dict[str, Any]],
     train: dict[str, TrainTime],
+    trained: dict[str, TrainingOutcome] | None = None,
 ) -> None:
-    """Add the sizes, budgets and train times of the archived runs that ``runs`` (run ->
-    arm, of the comparison) holds to ``mixtures``, ``privacy`` and ``train``, in place."""
+    """Add the sizes, budgets, train times and training outcomes of the archived runs that
+    ``runs`` (run -> arm, of the comparison) holds to ``mixtures``, ``privacy``, ``train``
+    and ``trained``, in place."""
     for archived in read_archives(archives):
         if archived.name not in runs:
             continue  # an archive may hold more runs than one comparison
@@ -399,6 +401,8 @@ def add_archived_runs(
             privacy[archived.name] = archived.privacy
         if archived.train is not None:
             train[archived.name] = archived.train
+        if archived.trained is not None and trained is not None:
+            trained[archived.name] = archived.trained
 
 
 def significant_cells(rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -21,7 +21,7 @@ from typing import Any
 
 from synthdeid.artifacts import atomic_directory
 from synthdeid.ner.model import NerSettings
-from synthdeid.ner.training import TrainingConfig, TrainingResult
+from synthdeid.ner.training import CHECKPOINT_RULES, TrainingConfig, TrainingResult
 from synthdeid.reporting import markdown_table, number_or_na
 from synthdeid.runtime import ResolvedPrecision, resolve_precision
 from synthdeid.scoring.vocabulary import label, select
@@ -133,7 +133,8 @@ def model_card(
         f"- precision: {precision.describe()}",
         f"- ran {result.timing['epochs']} epochs / {result.timing['steps']} steps in "
         f"{result.timing['train_seconds']} s; kept epoch {result.best_epoch} "
-        "(lowest validation leakage, then highest span-overlap F1)",
+        f"({CHECKPOINT_RULES[config.checkpoint]})",
+        machine_line(result.environment),
         "",
         "## Operating point",
         f"- rule: {settings.operating_point.get('mode')}; O threshold "
@@ -151,6 +152,23 @@ def model_card(
         "",
     ]
     return "\n".join(lines)
+
+
+def machine_line(environment: Mapping[str, Any]) -> str:
+    """The card's line on what the model trained with (:func:`synthdeid.compute_env.describe_machine`)."""
+
+    def known(key: str) -> str:
+        value = environment.get(key)
+        return "n/a" if value is None else str(value)
+
+    bf16 = environment.get("cpu_native_bf16")
+    native = "n/a" if bf16 is None else ("yes" if bf16 else "no")
+    device = environment.get("device_name") or known("device")
+    return (
+        f"- trained on: {device}; CPU {known('cpu')} ({known('cpu_capability')} kernels, "
+        f"native bf16: {native}), {known('threads')} threads; torch {known('torch')}, "
+        f"synthdeid {known('code_version')}"
+    )
 
 
 def save_model_directory(
@@ -184,6 +202,7 @@ def save_model_directory(
             "operating_point_sweep": result.sweep,
             "validation_at_operating_point": result.validation,
             "timing": result.timing,
+            "environment": result.environment,
         }
         (staging / HISTORY_FILE).write_text(json.dumps(history, indent=2) + "\n")
         (staging / CARD_FILE).write_text(

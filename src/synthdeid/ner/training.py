@@ -5,7 +5,7 @@ The recipe of VetSynth (section 2.5): AdamW (learning rate 2e-5, weight decay
 windows with stride 64, mixed precision on a GPU, early stopping with a
 patience of 2 epochs. The checkpoint kept is the one with the lowest
 document-level leakage on the validation notes, then the highest span-overlap
-F1; after training the ``O`` threshold is set on the same notes
+F1 (``checkpoint: f1`` puts F1 first); after training the ``O`` threshold is set on the same notes
 (:mod:`synthdeid.ner.operating_point`).
 
 On a CPU the optimizer is the fused AdamW kernel and batches are
@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from synthdeid.compute_env import describe_machine
 from synthdeid.encoders import bundled_encoder, describe_model_name, resolve_model_name
 from synthdeid.errors import ConfigError, InputError
 from synthdeid.labels import CANONICAL_LABELS
@@ -58,7 +59,11 @@ from synthdeid.scoring.metrics import headline_metrics
 log = logging.getLogger(__name__)
 
 PRECISIONS = ("auto", "fp32", "fp16", "bf16")
-CHECKPOINT_RULES = ("leakage", "f1")
+# how the epoch whose weights are kept is chosen on the validation notes (selection_key)
+CHECKPOINT_RULES = {
+    "leakage": "lowest validation leakage, then highest span-overlap F1",
+    "f1": "highest validation span-overlap F1, then lowest leakage",
+}
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,7 @@ class TrainingConfig:
         check_seed(self.seed, "ner.training.seed")
         if self.checkpoint not in CHECKPOINT_RULES:
             raise ConfigError(
-                f"ner.training.checkpoint: {self.checkpoint!r} is not one of {CHECKPOINT_RULES}"
+                f"ner.training.checkpoint: {self.checkpoint!r} is not one of {tuple(CHECKPOINT_RULES)}"
             )
         Distillation(self.distill_alpha, self.distill_temperature).check()
         if self.initials not in INITIAL_MODES:
@@ -158,6 +163,8 @@ class TrainingResult:
     sweep: list[dict[str, float]]
     class_weights: dict[str, float]
     timing: dict[str, float]
+    # the code, CPU, vector instructions and device it trained with (describe_machine)
+    environment: dict[str, Any]
 
 
 def labels_in(notes: Sequence[Note]) -> tuple[str, ...]:
@@ -275,6 +282,7 @@ def train(
     set_seed(config.seed)
     set_threads(config.threads)
     device = pick_device(config.device)
+    environment = describe_machine(device)
     labels = config.labels or labels_in([*train_notes, *validation])
     if not labels:
         raise InputError("training mixture", None, "no gold spans at all: nothing to learn")
@@ -435,4 +443,5 @@ def train(
         sweep=point.sweep,
         class_weights={tag: float(w) for tag, w in zip(tags, weights, strict=True)},
         timing={"train_seconds": round(train_seconds, 2), "steps": step, "epochs": epoch},
+        environment=environment,
     )

@@ -7,7 +7,8 @@
 Reads evaluate-ner's ``per_document.parquet`` from ``EVAL_DIR``, the sizes of
 the run's build-mixture ``summary.json``, the DP budget of the ``privacy.json``
 its data passed through, the wall and CPU time of its ``train_ner``
-benchmark file and the training settings its model folder records, and writes
+benchmark file and the training settings, the epoch kept and the machine its
+model folder records, and writes
 ``per_document.parquet`` (note ids hashed, keyed by the scored notes of
 ``NOTES``, the notes table the run was evaluated on) and ``run.json`` into
 ``--out-dir`` (:mod:`synthdeid.evaluation.archive`). What a
@@ -29,6 +30,7 @@ from synthdeid.evaluation.archive import (
     read_sizes,
     read_train_time,
     read_training_config,
+    read_training_outcome,
     training_history,
     write_archived_run,
 )
@@ -102,6 +104,7 @@ def run(args: argparse.Namespace) -> None:
         provenance=provenance,
         notes=args.notes,
         training_config=training_config,
+        trained=read_training_outcome(history) if history is not None else None,
     )
     train = record["train"]
     log.info(

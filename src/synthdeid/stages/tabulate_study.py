@@ -5,13 +5,16 @@ paired bootstrap tests; :mod:`synthdeid.evaluation.arms`), each run's
 build-mixture ``summary.json`` (training notes, realized synthetic share) and,
 for arms whose data passed through the DP language model (its pools or
 ``tapt: dplm``), that model's ``privacy.json`` (epsilon, delta), and each
-run's ``train_ner`` benchmark file (wall and CPU time of its training); or all
-of these from an archive written by archive-run (``--archive``). Writes
-study.csv, study.md and study.html (one row per arm; the HTML page is the
-report's table) and study.png (the differences from the reference arm in
-span-overlap F1 and document leakage, with their intervals).
+run's ``train_ner`` benchmark file (wall and CPU time of its training) and
+model folder (the epoch kept, the number format, the code and machine it
+trained with); or all of these from an archive written by archive-run
+(``--archive``). Writes study.csv, study.md and study.html (one row per arm;
+the HTML page is the report's table), study.png (the differences from the
+reference arm in span-overlap F1 and document leakage, with their intervals),
+and study_runs.csv and study_runs.md (one row per run).
 
-The table's columns, readings and MDE: :mod:`synthdeid.evaluation.study_table`.
+The table's columns, readings and MDE: :mod:`synthdeid.evaluation.study_table`;
+the runs table: :mod:`synthdeid.evaluation.study_runs`.
 """
 
 from __future__ import annotations
@@ -22,13 +25,22 @@ import logging
 from synthdeid.cli_types import (
     input_dir,
     input_file,
+    named_input_dir,
     named_input_file,
     output_dir,
     positive_float,
 )
 from synthdeid.errors import InputError
-from synthdeid.evaluation.archive import read_json, read_privacy, read_sizes, read_train_time
+from synthdeid.evaluation.archive import (
+    read_json,
+    read_privacy,
+    read_sizes,
+    read_train_time,
+    read_training_outcome,
+    training_history,
+)
 from synthdeid.evaluation.arms import ARM_METRICS
+from synthdeid.evaluation.study_runs import run_rows, write_runs
 from synthdeid.evaluation.study_table import (
     FOREST_METRICS,
     MDE_TARGET,
@@ -76,6 +88,16 @@ def register_arguments(parser: argparse.ArgumentParser) -> None:
         help="a run's train_ner benchmark file: its wall and CPU time (repeat)",
     )
     parser.add_argument(
+        "--model",
+        dest="models",
+        action="append",
+        default=[],
+        type=named_input_dir,
+        metavar="RUN=MODEL_DIR",
+        help="a run's train-ner model folder: the epoch kept, its number format and machine "
+        "(repeat)",
+    )
+    parser.add_argument(
         "--archive",
         type=input_dir,
         nargs="+",
@@ -112,7 +134,7 @@ def run(args: argparse.Namespace) -> None:
     comparison = read_json(args.comparison, "comparison")
     runs = arm_of_runs(comparison, args.comparison)
     named = (("--mixture", args.mixtures), ("--privacy", args.privacy))
-    for kind, pairs in (*named, ("--benchmark", args.benchmarks)):
+    for kind, pairs in (*named, ("--benchmark", args.benchmarks), ("--model", args.models)):
         for name, path in pairs:
             if name not in runs:
                 raise InputError(
@@ -121,8 +143,9 @@ def run(args: argparse.Namespace) -> None:
     mixtures = {name: read_sizes(path) for name, path in args.mixtures}
     privacy = {name: read_privacy(path) for name, path in args.privacy}
     train = {name: read_train_time(path) for name, path in args.benchmarks}
+    trained = {name: read_training_outcome(training_history(path)) for name, path in args.models}
     if args.archive is not None:
-        add_archived_runs(args.archive, runs, mixtures, privacy, train)
+        add_archived_runs(args.archive, runs, mixtures, privacy, train, trained)
     rows = study_rows(comparison, mixtures, privacy, train)
     write_study(
         rows,
@@ -133,6 +156,9 @@ def run(args: argparse.Namespace) -> None:
         mde_target=args.mde_target,
         degenerate=degenerate_arms(args.plan, args.archive),
         mixed_pools=mixed_pool_arms(comparison, mixtures),
+    )
+    write_runs(
+        run_rows(comparison, mixtures, train, trained), comparison, args.out_dir, title=args.title
     )
     log.info(
         "tabulated %d arms against %s; intervals excluding zero after Bonferroni: %s -> %s",

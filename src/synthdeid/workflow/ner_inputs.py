@@ -287,22 +287,25 @@ def train_benchmark(corpus: str, run: str, outputs: RuleOutputs) -> str:
 
 
 def study_inputs(runs: NerRuns, corpus: str, outputs: RuleOutputs) -> dict[str, str]:
-    """Each trained run's mixture summary and train benchmark, and the DP model's privacy
-    record where used."""
+    """Each trained run's mixture summary, train benchmark and model folder (the epoch kept,
+    the machine), and the DP model's privacy record where used."""
     inputs = {
         f"mixture_{run}": mixture_file(corpus, run, "summary", outputs) for run in runs.trained
     }
     inputs |= {f"benchmark_{run}": train_benchmark(corpus, run, outputs) for run in runs.trained}
+    inputs |= {f"model_{run}": runs.model_dir(run, corpus, outputs) for run in runs.trained}
     if runs.dp_model_runs():
         inputs["privacy"] = dp_lm_privacy_file(corpus, outputs)
     return inputs
 
 
 def study_arguments(runs: NerRuns, inputs: Mapping[str, str]) -> str:
-    """--mixture and --benchmark per trained run, --privacy RUN=PRIVACY per DP-model run."""
+    """--mixture, --benchmark and --model per trained run, --privacy RUN=PRIVACY per DP-model
+    run."""
     return joined(
         flags("--mixture", ((run, inputs[f"mixture_{run}"]) for run in runs.trained)),
         flags("--benchmark", ((run, inputs[f"benchmark_{run}"]) for run in runs.trained)),
+        flags("--model", ((run, inputs[f"model_{run}"]) for run in runs.trained)),
         flags("--privacy", ((run, inputs["privacy"]) for run in runs.dp_model_runs())),
     )
 
