@@ -86,7 +86,7 @@ LATER_MIXTURE_FIELDS = frozenset({"digest", "pool_digests"})
 PRIVACY_FIELDS = ("epsilon", "delta")
 # what a run record keeps of its training history (TrainingOutcome); runs archived before
 # it was recorded have no "trained"
-TRAINED_FIELDS = ("best_epoch", "epochs", "precision", "environment")
+TRAINED_FIELDS = ("best_epoch", "epochs", "environment")
 
 
 @dataclass(frozen=True)
@@ -103,20 +103,19 @@ class TrainTime:
 @dataclass(frozen=True)
 class TrainingOutcome:
     """How a run's training went, from its train-ner ``training_history.json``: the epoch
-    whose weights were kept, the epochs run, the number format it trained in, and the
-    code and machine it trained with (:func:`synthdeid.compute_env.describe_machine`;
-    None: trained before histories recorded it)."""
+    whose weights were kept, the epochs run, and the code and machine it trained with
+    (:func:`synthdeid.compute_env.describe_machine`; None: trained before histories
+    recorded it). The number format is in the training settings (``precision_resolved``
+    of :func:`read_training_config`)."""
 
     best_epoch: int
     epochs: int
-    precision: str | None
     environment: dict[str, Any] | None
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "best_epoch": self.best_epoch,
             "epochs": self.epochs,
-            "precision": self.precision,
             "environment": self.environment,
         }
 
@@ -128,7 +127,6 @@ class TrainingOutcome:
             or set(value) != set(TRAINED_FIELDS)
             or not all(isinstance(value[key], int) for key in ("best_epoch", "epochs"))
             or not 1 <= value["best_epoch"] <= value["epochs"]
-            or not isinstance(value["precision"], str | None)
             or not isinstance(value["environment"], dict | None)
         ):
             raise InputError(
@@ -137,7 +135,7 @@ class TrainingOutcome:
                 f"trained must be null or hold {list(TRAINED_FIELDS)}, with 1 <= best_epoch "
                 "<= epochs",
             )
-        return cls(value["best_epoch"], value["epochs"], value["precision"], value["environment"])
+        return cls(value["best_epoch"], value["epochs"], value["environment"])
 
 
 @dataclass(frozen=True)
@@ -225,20 +223,16 @@ def read_training_config(path: Path) -> dict[str, Any]:
 
 
 def read_training_outcome(path: Path) -> TrainingOutcome:
-    """The epoch kept, the epochs run, the number format and the machine a train-ner
-    training_history.json records (histories written before the machine was recorded:
-    environment None)."""
+    """The epoch kept, the epochs run and the machine a train-ner training_history.json
+    records (histories written before the machine was recorded: environment None)."""
     history = read_json(path, "training history")
     timing = history.get("timing")
     epochs = timing.get("epochs") if isinstance(timing, dict) else None
-    precision = history.get("precision")
-    resolved = precision.get("resolved") if isinstance(precision, dict) else None
     environment = history.get("environment")
     return TrainingOutcome.from_dict(
         {
             "best_epoch": history.get("best_epoch"),
             "epochs": epochs,
-            "precision": resolved if isinstance(resolved, str) else None,
             "environment": environment if isinstance(environment, dict) else None,
         },
         path,
@@ -354,7 +348,7 @@ def write_archived_run(
         # epochs, precision (and precision_resolved, the format it came to), seed ... as
         # train-ner ran them (null: not a trained run)
         "training_config": dict(training_config) if training_config is not None else None,
-        # the epoch kept, epochs run, number format and the machine (null: not trained)
+        # the epoch kept of the epochs run, the code and machine (null: not trained)
         "trained": trained.as_dict() if trained is not None else None,
         "archived": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         # the package version and git commit that archived it: a record for readers (the

@@ -1,14 +1,14 @@
 """The runs of a study, one row each: what it trained on and with, and how it scored.
 
-``tabulate-study`` writes it beside the study table (study_runs.csv, study_runs.md), from
-the same inputs: compare-ner's ``comparison.json`` (each run's figures with
-their document bootstrap intervals), each run's build-mixture sizes and
-``train_ner`` benchmark, and its training outcome
+``tabulate-study`` writes it beside the study table (study_runs.csv and
+study_runs.md), from the same inputs: compare-ner's ``comparison.json`` (each
+run's figures with their document bootstrap intervals), each run's
+build-mixture sizes and ``train_ner`` benchmark, its training outcome
 (:class:`synthdeid.evaluation.archive.TrainingOutcome`: the epoch kept of the
-epochs run, the number format, and the code and machine it trained with); or
-all of these from an archive. It is the per-run table a results page shows
-under the study table, so that page needs no hand-made rows: a run archived
-before its outcome was recorded reads n/a there, never a guess.
+epochs run, the code and machine it trained with) and the number format it
+trained in; or all of these from an archive. It is the per-run table a results
+page shows under the study table, so that page needs no hand-made rows: a run
+archived before its outcome was recorded reads n/a there, never a guess.
 
 Rows go arm by arm in the comparison's order, runs in the order the comparison
 lists them. Metrics are named as :mod:`synthdeid.scoring.vocabulary` names them.
@@ -57,10 +57,11 @@ def run_rows(
     mixtures: Mapping[str, Mapping[str, Any]],
     train: Mapping[str, TrainTime],
     trained: Mapping[str, TrainingOutcome],
+    formats: Mapping[str, str],
 ) -> list[dict[str, Any]]:
-    """One row per run of the comparison: arm, sizes, outcome, machine, time and figures
-    (None where a run has no such record: an ensemble's training, an older archive's
-    machine)."""
+    """One row per run of the comparison: arm, sizes, outcome, number format (``formats``:
+    the one each trained in), machine, time and figures (None where a run has no such
+    record: an ensemble's training, an older archive's machine)."""
     reference = comparison["reference_arm"]
     rows = []
     for arm in comparison.get("arm_order") or list(comparison["arms"]):
@@ -77,7 +78,7 @@ def run_rows(
                 "synthetic_share": mixture.get("realized_synthetic_fraction"),
                 "best_epoch": outcome.best_epoch if outcome is not None else None,
                 "epochs": outcome.epochs if outcome is not None else None,
-                "precision": outcome.precision if outcome is not None else None,
+                "precision": formats.get(run),
                 "code_version": (environment or {}).get("code_version"),
                 "machine": machine_text(environment),
                 "train_wall_min": time.wall_s / 60 if time is not None else None,

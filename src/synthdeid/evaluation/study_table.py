@@ -388,10 +388,11 @@ def add_archived_runs(
     privacy: dict[str, dict[str, Any]],
     train: dict[str, TrainTime],
     trained: dict[str, TrainingOutcome] | None = None,
+    formats: dict[str, str] | None = None,
 ) -> None:
-    """Add the sizes, budgets, train times and training outcomes of the archived runs that
-    ``runs`` (run -> arm, of the comparison) holds to ``mixtures``, ``privacy``, ``train``
-    and ``trained``, in place."""
+    """Add the sizes, budgets, train times, training outcomes and number formats of the
+    archived runs that ``runs`` (run -> arm, of the comparison) holds to ``mixtures``,
+    ``privacy``, ``train``, ``trained`` and ``formats``, in place."""
     for archived in read_archives(archives):
         if archived.name not in runs:
             continue  # an archive may hold more runs than one comparison
@@ -403,6 +404,9 @@ def add_archived_runs(
             train[archived.name] = archived.train
         if archived.trained is not None and trained is not None:
             trained[archived.name] = archived.trained
+        resolved = (archived.record.get("training_config") or {}).get("precision_resolved")
+        if isinstance(resolved, str) and formats is not None:
+            formats[archived.name] = resolved
 
 
 def significant_cells(rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -36,6 +36,7 @@ from synthdeid.evaluation.archive import (
     read_privacy,
     read_sizes,
     read_train_time,
+    read_training_config,
     read_training_outcome,
     training_history,
 )
@@ -143,9 +144,15 @@ def run(args: argparse.Namespace) -> None:
     mixtures = {name: read_sizes(path) for name, path in args.mixtures}
     privacy = {name: read_privacy(path) for name, path in args.privacy}
     train = {name: read_train_time(path) for name, path in args.benchmarks}
-    trained = {name: read_training_outcome(training_history(path)) for name, path in args.models}
+    histories = {name: training_history(path) for name, path in args.models}
+    trained = {name: read_training_outcome(path) for name, path in histories.items()}
+    formats = {
+        name: resolved
+        for name, path in histories.items()
+        if isinstance(resolved := read_training_config(path).get("precision_resolved"), str)
+    }
     if args.archive is not None:
-        add_archived_runs(args.archive, runs, mixtures, privacy, train, trained)
+        add_archived_runs(args.archive, runs, mixtures, privacy, train, trained, formats)
     rows = study_rows(comparison, mixtures, privacy, train)
     write_study(
         rows,
@@ -158,7 +165,10 @@ def run(args: argparse.Namespace) -> None:
         mixed_pools=mixed_pool_arms(comparison, mixtures),
     )
     write_runs(
-        run_rows(comparison, mixtures, train, trained), comparison, args.out_dir, title=args.title
+        run_rows(comparison, mixtures, train, trained, formats),
+        comparison,
+        args.out_dir,
+        title=args.title,
     )
     log.info(
         "tabulated %d arms against %s; intervals excluding zero after Bonferroni: %s -> %s",
