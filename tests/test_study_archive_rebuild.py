@@ -5,8 +5,8 @@ under ``docs/results/``:
 
 - "The study on the full recipe": ``physionet-study-full-runs/`` (``snakemake
   study`` with the config files of the page's command: ``compare_ner_archive``
-  and ``tabulate_study_archive`` over ``ner.study_archive``); its per-run status
-  table and the sentence with the arm's figures;
+  and ``tabulate_study_archive`` over ``ner.study_archive``): its status section's
+  arm table and per-run table (``study.md`` and ``study_runs.md``);
 - "Both archives together": ``physionet-study-runs/`` and
   ``physionet-study-runs-fp32/`` (the ``synthdeid`` commands printed there, with
   the resamples and seed the profile's section names).
@@ -33,7 +33,6 @@ import pytest
 import yaml
 
 from synthdeid.cli import main
-from synthdeid.evaluation.archive import read_archive
 from synthdeid.evaluation.report import PER_DOCUMENT, read_per_document
 from synthdeid.scoring.metrics import split_column
 from synthdeid.scoring.vocabulary import DOCUMENT_COUNTERS, LABEL_COUNTERS, METRICS
@@ -174,6 +173,14 @@ def assert_study_row(committed: Mapping[str, str], row: Mapping[str, Any]) -> No
             assert close(cell, row["epsilon"]), where
         elif header.startswith("train min"):
             assert_figures(cell, [row["train_wall_min"], row["train_cpu_min"]], where)
+        elif header.startswith("MDE "):
+            key = metric_key(header.removeprefix("MDE "))
+            assert close(cell, row[f"{key}_mde_bonferroni"]), where
+        elif header.startswith("reading ("):
+            key = metric_key(header.removeprefix("reading (").removesuffix(")"))
+            text, _, mde = cell.partition(" (MDE ")
+            assert text == (row[f"{key}_reading"] or "n/a"), where
+            assert not mde or close(mde.removesuffix(")"), row[f"{key}_mde_bonferroni"]), where
         elif header.startswith("delta "):
             assert_delta_cell(cell, row, metric_key(header.removeprefix("delta ")), where)
         else:
@@ -232,9 +239,7 @@ def configuration(snakemake_command: list[str]) -> dict[str, Any]:
     return config
 
 
-def test_the_full_recipe_archive_rebuilds_its_status_table_and_arm(
-    page: str, tmp_path: Path
-) -> None:
+def test_the_full_recipe_archive_rebuilds_its_arm_and_run_tables(page: str, tmp_path: Path) -> None:
     text = section(page, "## The study on the full recipe")
     ner = configuration(command(text, "snakemake --cores 2 study"))["ner"]
     archive = ner["study_archive"]
@@ -246,31 +251,15 @@ def test_the_full_recipe_archive_rebuilds_its_status_table_and_arm(
     compare += ["--resamples", str(evaluation["resamples"]), "--seed", str(evaluation["seed"])]
     tabulate = ["--comparison", "-", "--archive", archive, "--title", ner["study_title"]]
     rows = rebuild(compare, [*tabulate, "--out-dir", "-"], tmp_path)
-    # the status table: each run's figures with their document intervals, its train time
+    status = section(text, "### Status")
+    # the arms table: every figure against the rebuilt study.csv
+    committed = table_with(status, "arm")
+    assert {row["arm"].removesuffix(" (reference)") for row in committed} == set(rows)
+    for entry in committed:
+        assert_study_row(entry, rows[entry["arm"].removesuffix(" (reference)")])
+    # the runs table: the rebuilt study_runs.md's, cell for cell (figures with their
+    # document intervals, the epoch kept, the code and machine, the train time)
+    rebuilt_runs = table_with((tmp_path / "study" / "study_runs.md").read_text(), "run")
     comparison = json.loads((tmp_path / "compare" / "comparison.json").read_text())
-    trains = {run.name: run.train for run in read_archive(ROOT / archive)}
-    status = table_with(section(text, "### Status"), "run")
-    assert {entry["run"] for entry in status} == set(comparison["runs"])
-    for entry in status:
-        headline = comparison["runs"][entry["run"]]["headline"]
-        train = trains[entry["run"]]
-        assert train is not None
-        for header, cell in entry.items():
-            where = f"{entry['run']}, {header}"
-            if header.startswith("train min"):
-                minutes = [train.wall_s / 60, None if train.cpu_s is None else train.cpu_s / 60]
-                assert_figures(cell, minutes, where)
-            elif header not in ("run", "trained at"):
-                figures = headline[metric_key(header)]
-                assert_figures(cell, [figures[n] for n in ("estimate", "ci_lo", "ci_hi")], where)
-    # the arm, as the sentence after the table states it
-    sentence = re.search(
-        r"`(?P<arm>[\w-]+)`, (?P<seeds>\d+) seeds, F1 (?P<f1>[^\]]+\]),\s+"
-        r"label-consistent leakage (?P<leakage>[^\]]+\])",
-        text,
-    )
-    assert sentence is not None
-    row = rows[sentence["arm"]]
-    assert int(sentence["seeds"]) == int(row["seeds"])
-    assert_spread_cell(sentence["f1"], row, metric_key("F1"), "F1")
-    assert_spread_cell(sentence["leakage"], row, metric_key("label-consistent leakage"), "leak")
+    assert {entry["run"] for entry in rebuilt_runs} == set(comparison["runs"])
+    assert table_with(status, "run") == rebuilt_runs
