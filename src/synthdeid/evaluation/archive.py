@@ -153,6 +153,11 @@ class ArchivedRun:
     trained: TrainingOutcome | None = None
 
     @property
+    def number_format(self) -> str | None:
+        """The number format the run trained in (None: not recorded, or not trained)."""
+        return number_format(self.record.get("training_config"))
+
+    @property
     def note_key(self) -> str | None:
         """The fingerprint of the key its note ids are hashed with (None: format 1, unkeyed)."""
         key = self.record.get("note_key")
@@ -222,6 +227,28 @@ def read_training_config(path: Path) -> dict[str, Any]:
     return config
 
 
+@dataclass(frozen=True)
+class ModelHistory:
+    """What a train-ner model folder's training_history.json tells a study: its path, the
+    training settings (:func:`read_training_config`) and the outcome
+    (:func:`read_training_outcome`)."""
+
+    path: Path
+    training_config: dict[str, Any]
+    outcome: TrainingOutcome
+
+    @property
+    def number_format(self) -> str | None:
+        """The number format the run trained in (None: not recorded)."""
+        return number_format(self.training_config)
+
+
+def read_model_history(model_dir: Path) -> ModelHistory:
+    """The training settings and outcome a train-ner model folder records."""
+    path = training_history(model_dir)
+    return ModelHistory(path, read_training_config(path), read_training_outcome(path))
+
+
 def read_training_outcome(path: Path) -> TrainingOutcome:
     """The epoch kept, the epochs run and the machine a train-ner training_history.json
     records (histories written before the machine was recorded: environment None)."""
@@ -237,6 +264,13 @@ def read_training_outcome(path: Path) -> TrainingOutcome:
         },
         path,
     )
+
+
+def number_format(training_config: Mapping[str, Any] | None) -> str | None:
+    """The number format training settings say a run trained in (``precision_resolved``,
+    which :func:`read_training_config` adds); None where they do not say."""
+    resolved = (training_config or {}).get("precision_resolved")
+    return resolved if isinstance(resolved, str) else None
 
 
 def note_key(texts: Mapping[str, str]) -> bytes:

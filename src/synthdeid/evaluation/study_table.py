@@ -404,9 +404,8 @@ def add_archived_runs(
             train[archived.name] = archived.train
         if archived.trained is not None and trained is not None:
             trained[archived.name] = archived.trained
-        resolved = (archived.record.get("training_config") or {}).get("precision_resolved")
-        if isinstance(resolved, str) and formats is not None:
-            formats[archived.name] = resolved
+        if archived.number_format is not None and formats is not None:
+            formats[archived.name] = archived.number_format
 
 
 def significant_cells(rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -26,12 +26,10 @@ from synthdeid.artifacts import make_provenance
 from synthdeid.cli_types import input_dir, input_file, output_dir
 from synthdeid.errors import ConfigError
 from synthdeid.evaluation.archive import (
+    read_model_history,
     read_privacy,
     read_sizes,
     read_train_time,
-    read_training_config,
-    read_training_outcome,
-    training_history,
     write_archived_run,
 )
 from synthdeid.evaluation.report import PER_DOCUMENT
@@ -80,13 +78,12 @@ def run(args: argparse.Namespace) -> None:
             f"--out-dir {args.out_dir} must be named after the run {args.run!r} (the archive "
             "reads one folder per run, named after it)"
         )
-    history = training_history(args.model) if args.model is not None else None
-    training_config = read_training_config(history) if history is not None else None
+    model = read_model_history(args.model) if args.model is not None else None
     optional = {
         "mixture": args.mixture,
         "privacy": args.privacy,
         "benchmark": args.benchmark,
-        "training": history,
+        "training": model.path if model is not None else None,
     }
     inputs = {"per_document": args.evaluation / PER_DOCUMENT, "notes": args.notes}
     inputs |= {name: path for name, path in optional.items() if path is not None}
@@ -103,8 +100,8 @@ def run(args: argparse.Namespace) -> None:
         train=read_train_time(args.benchmark) if args.benchmark is not None else None,
         provenance=provenance,
         notes=args.notes,
-        training_config=training_config,
-        trained=read_training_outcome(history) if history is not None else None,
+        training_config=model.training_config if model is not None else None,
+        trained=model.outcome if model is not None else None,
     )
     train = record["train"]
     log.info(

@@ -33,12 +33,10 @@ from synthdeid.cli_types import (
 from synthdeid.errors import InputError
 from synthdeid.evaluation.archive import (
     read_json,
+    read_model_history,
     read_privacy,
     read_sizes,
     read_train_time,
-    read_training_config,
-    read_training_outcome,
-    training_history,
 )
 from synthdeid.evaluation.arms import ARM_METRICS
 from synthdeid.evaluation.study_runs import run_rows, write_runs
@@ -144,13 +142,9 @@ def run(args: argparse.Namespace) -> None:
     mixtures = {name: read_sizes(path) for name, path in args.mixtures}
     privacy = {name: read_privacy(path) for name, path in args.privacy}
     train = {name: read_train_time(path) for name, path in args.benchmarks}
-    histories = {name: training_history(path) for name, path in args.models}
-    trained = {name: read_training_outcome(path) for name, path in histories.items()}
-    formats = {
-        name: resolved
-        for name, path in histories.items()
-        if isinstance(resolved := read_training_config(path).get("precision_resolved"), str)
-    }
+    models = {name: read_model_history(path) for name, path in args.models}
+    trained = {name: model.outcome for name, model in models.items()}
+    formats = {name: model.number_format for name, model in models.items() if model.number_format}
     if args.archive is not None:
         add_archived_runs(args.archive, runs, mixtures, privacy, train, trained, formats)
     rows = study_rows(comparison, mixtures, privacy, train)
