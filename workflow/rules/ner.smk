@@ -535,7 +535,7 @@ rule compare_ner:
             )
         ),
     output:
-        runs="results/compare_ner/{corpus}/study_runs.csv",
+        runs="results/compare_ner/{corpus}/runs.csv",
         tests="results/compare_ner/{corpus}/paired_tests.csv",
         arms="results/compare_ner/{corpus}/arms.csv",
         comparison="results/compare_ner/{corpus}/comparison.json",
