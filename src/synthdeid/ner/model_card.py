@@ -155,7 +155,8 @@ def model_card(
 
 
 def machine_line(environment: Mapping[str, Any]) -> str:
-    """The card's line on what the model trained with (:func:`synthdeid.compute_env.describe_machine`)."""
+    """The card's line on the code and machine the model trained with
+    (:func:`synthdeid.compute_env.describe_machine`; n/a where not recorded)."""
 
     def known(key: str) -> str:
         value = environment.get(key)

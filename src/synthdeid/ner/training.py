@@ -5,8 +5,8 @@ The recipe of VetSynth (section 2.5): AdamW (learning rate 2e-5, weight decay
 windows with stride 64, mixed precision on a GPU, early stopping with a
 patience of 2 epochs. The checkpoint kept is the one with the lowest
 document-level leakage on the validation notes, then the highest span-overlap
-F1 (``checkpoint: f1`` puts F1 first); after training the ``O`` threshold is set on the same notes
-(:mod:`synthdeid.ner.operating_point`).
+F1 (``checkpoint: f1`` puts F1 first); after training the ``O`` threshold is
+set on the same notes (:mod:`synthdeid.ner.operating_point`).
 
 On a CPU the optimizer is the fused AdamW kernel and batches are
 length-bucketed, so little time goes to padding. A compute-matched mixture
