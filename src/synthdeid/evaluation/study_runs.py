@@ -23,11 +23,11 @@ from typing import Any
 from synthdeid.artifacts import atomic_text
 from synthdeid.evaluation.archive import TrainingOutcome, TrainTime
 from synthdeid.evaluation.arms import ARM_METRICS
+from synthdeid.evaluation.study_table import train_cell
 from synthdeid.reporting import (
     NOT_AVAILABLE,
     interval_text,
     markdown_table,
-    number_or_na,
     percent,
     write_csv,
 )
@@ -106,12 +106,6 @@ def _epoch_cell(row: Mapping[str, Any]) -> str:
     return f"{row['best_epoch']} of {row['epochs']}"
 
 
-def _train_cell(row: Mapping[str, Any]) -> str:
-    if row["train_wall_min"] is None:
-        return NOT_AVAILABLE
-    return f"{row['train_wall_min']:.1f} ({number_or_na(row['train_cpu_min'], '.1f')})"
-
-
 def _notes_cell(row: Mapping[str, Any]) -> str:
     if row["train_notes"] is None:
         return NOT_AVAILABLE
@@ -151,7 +145,7 @@ def runs_markdown(
                 _text(row["code_version"]),
                 _text(row["machine"]),
                 *(interval_text(row[m], row[f"{m}_ci_lo"], row[f"{m}_ci_hi"]) for m in ARM_METRICS),
-                _train_cell(row),
+                train_cell(row),
             ]
             for row in rows
         ],

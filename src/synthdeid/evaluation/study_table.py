@@ -199,8 +199,9 @@ def detectable_text(
     return f"{design}{spread}; arms within the {target:g} target: {reached} of {m}."
 
 
-def train_cell(row: dict[str, Any]) -> str:
-    """Mean wall minutes of training per run, CPU minutes in brackets; n/a where unmeasured."""
+def train_cell(row: Mapping[str, Any]) -> str:
+    """Wall minutes of training (an arm's mean per run), CPU minutes in brackets; n/a where
+    unmeasured."""
     wall = row.get("train_wall_min")
     if is_undefined(wall):
         return NOT_AVAILABLE
