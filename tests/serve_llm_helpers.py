@@ -2,7 +2,8 @@
 
 A stand-in server is a real ``python -m llama_cpp.server`` process, run from a
 tiny package made for it (the real server needs llama-cpp-python and a model):
-it sleeps, and can ignore SIGTERM or start a grandchild in its group. Records
+it sleeps, and can ignore SIGTERM, leave its folder and end a second after
+SIGTERM, or start a grandchild in its group. Records
 are written as ``synthdeid serve-llm start`` writes them, with the process's
 start time read from ``/proc`` here, independently of the code under test.
 """
@@ -25,9 +26,15 @@ STATE_FILE = "server.json"
 LOOPBACK_URL = "http://127.0.0.1:9/v1"
 
 _STAND_IN = """\
-import signal, subprocess, sys, time
+import os, signal, subprocess, sys, time
+def exit_slowly(signum, frame):
+    os.chdir("/")  # as an exiting process loses its folder and command line before it ends
+    time.sleep(1.0)
+    sys.exit(0)
 if sys.argv[1] == "ignore":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+elif sys.argv[1] == "slow":
+    signal.signal(signal.SIGTERM, exit_slowly)
 child = None
 if sys.argv[2] == "grandchild":
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
@@ -73,7 +80,12 @@ def record(state_dir: Path, pid: int, *, url: str = LOOPBACK_URL, ticks: int | N
 
 @contextmanager
 def stand_in_server(
-    cwd: Path, *, ignore_term: bool = False, grandchild: bool = False, group: str = "session"
+    cwd: Path,
+    *,
+    ignore_term: bool = False,
+    slow_exit: bool = False,
+    grandchild: bool = False,
+    group: str = "session",
 ) -> Iterator[tuple[subprocess.Popen[str], int]]:
     """A running ``python -m llama_cpp.server`` stand-in with ``cwd`` as its working folder.
 
@@ -93,7 +105,7 @@ def stand_in_server(
         sys.executable,
         "-m",
         SERVER_MODULE,
-        "ignore" if ignore_term else "default",
+        "ignore" if ignore_term else "slow" if slow_exit else "default",
         "grandchild" if grandchild else "alone",
     ]
     process = subprocess.Popen(

@@ -156,6 +156,19 @@ def test_stop_terminates_the_whole_process_group(tmp_path: Path) -> None:
         assert not running(grandchild)
 
 
+def test_stop_returns_once_the_server_has_ended_not_when_it_leaves_its_folder(
+    tmp_path: Path,
+) -> None:
+    with stand_in_server(tmp_path, slow_exit=True) as (server, _):
+        path = record(tmp_path, server.pid)
+        started = time.monotonic()
+        assert stop_server(tmp_path) is True
+        assert time.monotonic() - started >= 1.0
+        assert not running(server.pid)
+        assert server.wait(timeout=1) == 0
+        assert not path.exists()
+
+
 def test_stop_kills_a_server_that_ignores_sigterm(tmp_path: Path) -> None:
     with stand_in_server(tmp_path, ignore_term=True) as (server, _):
         path = record(tmp_path, server.pid)

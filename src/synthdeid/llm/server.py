@@ -274,9 +274,12 @@ def stop_server(state_dir: Path, *, grace_s: float = STOP_GRACE_S) -> bool:
     SIGTERM goes to the server's process group (to the server alone when it
     no longer leads the session its start made), SIGKILL after ``grace_s``
     seconds if it is still there; each is sent only after checking that the
-    pid is still the recorded server. The record is removed either way; a
-    stale one (its pid no longer runs this folder's server) is removed with a
-    log line, and nothing is signalled.
+    pid is still the recorded server. It returns once that process has ended
+    (gone or a zombie), not merely once it stops looking like the server: an
+    exiting process releases its memory, command line and working folder
+    before it ends, and may still hold its port then. The record is removed
+    either way; a stale one (its pid no longer runs this folder's server) is
+    removed with a log line, and nothing is signalled.
     """
     handle = server_status(state_dir)
     if handle is None:
@@ -362,23 +365,32 @@ def is_server_process(pid: int, start_ticks: int, state_dir: Path) -> bool:
     own). A server this process started is polled (and so reaped once it
     exits: a stopped server does not linger as a zombie of a long-lived caller).
     """
-    child = _STARTED.get(pid)
-    if child is not None and child.poll() is not None:
-        del _STARTED[pid]
+    if not _process_alive(pid, start_ticks):
         return False
     proc = Path("/proc") / str(pid)
     try:
         cmdline = (proc / "cmdline").read_bytes().split(b"\0")
-        fields = _stat_fields(pid)
         in_state_dir = os.path.samefile(proc / "cwd", state_dir)
     except OSError:  # gone, or not ours to read
         return False
-    return (
-        fields[0] != "Z"
-        and int(fields[19]) == start_ticks
-        and cmdline[1:3] == [b"-m", SERVER_MODULE.encode()]
-        and in_state_dir
-    )
+    return cmdline[1:3] == [b"-m", SERVER_MODULE.encode()] and in_state_dir
+
+
+def _process_alive(pid: int, start_ticks: int) -> bool:
+    """Whether the process ``pid`` started at ``start_ticks`` has not ended yet.
+
+    Ended: gone, a zombie (or dead), or the pid reused by a later process. A
+    process this one started is polled, and so reaped once it ends.
+    """
+    child = _STARTED.get(pid)
+    if child is not None and child.poll() is not None:
+        del _STARTED[pid]
+        return False
+    try:
+        fields = _stat_fields(pid)
+        return fields[0] not in ("Z", "X") and int(fields[19]) == start_ticks
+    except (OSError, IndexError, ValueError):
+        return False
 
 
 def listens_on(pid: int, port: int) -> bool:
@@ -589,14 +601,17 @@ def _wait_until_ready(
 
 
 def _signal_server(handle: ServerHandle, sig: signal.Signals) -> None:
-    """Send ``sig`` to the recorded server, checked to be it just before.
+    """Send ``sig`` to the recorded server's process, checked to be it just before.
 
-    To its whole process group when it still leads the session and group its
-    start made (its pid is its session and group id), else to it alone;
-    nothing when it is no longer the server.
+    ``handle`` comes from :func:`server_status`, which checked that it names
+    the server; here the pid is checked to be that same process still (its
+    start time), since a server that is exiting no longer shows its command
+    line and folder. To its whole process group when it still leads the
+    session and group its start made (its pid is its session and group id),
+    else to it alone; nothing when the process has ended.
     """
     pid = handle.pid
-    if not is_server_process(pid, handle.start_ticks, handle.state_dir):
+    if not _process_alive(pid, handle.start_ticks):
         return
     try:
         if os.getsid(pid) == pid and os.getpgid(pid) == pid:
@@ -617,8 +632,9 @@ def _kill_started(process: subprocess.Popen[bytes]) -> None:
 
 
 def _wait_for_exit(handle: ServerHandle, timeout_s: float) -> bool:
+    """Whether the recorded process ended within ``timeout_s`` seconds."""
     deadline = time.monotonic() + timeout_s
-    while is_server_process(handle.pid, handle.start_ticks, handle.state_dir):
+    while _process_alive(handle.pid, handle.start_ticks):
         if time.monotonic() >= deadline:
             return False
         time.sleep(_POLL_S / 2)
