@@ -10,8 +10,12 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +35,12 @@ from synthdeid.errors import InputError
 from synthdeid.labels import CANONICAL_LABELS
 from synthdeid.notes import Note, notes_to_table, read_notes, write_notes
 from synthdeid.surrogate.keying import SECRET_VARIABLE
-from synthdeid.termination import Terminated, raise_if_stopped, signals_as_exceptions
+from synthdeid.termination import (
+    Terminated,
+    raise_if_stopped,
+    signals_as_exceptions,
+    stops_deferred,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "resources" / "demo" / "notes.jsonl"
@@ -84,6 +93,51 @@ def test_a_signal_inside_a_write_removes_the_temporary_file(tmp_path: Path) -> N
         time.sleep(5)  # the handler raises before this ends
     assert exc.value.exit_code == 128 + signal.SIGTERM
     assert not target.exists() and temporaries(tmp_path) == []
+
+
+def _stopped_right_after(create: Callable[..., Any]) -> Callable[..., Any]:
+    """``create`` (mkstemp, mkdtemp), then SIGTERM before the caller has the name it returned:
+    the moment a stop sent as soon as the file appears can land."""
+
+    def created_then_stopped(*args: Any, **kwargs: Any) -> Any:
+        made = create(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # bytecode for the pending handler to run in
+            pass
+        return made
+
+    return created_then_stopped
+
+
+@pytest.mark.parametrize(
+    ("write", "create"), [(atomic_path, "mkstemp"), (atomic_directory, "mkdtemp")]
+)
+def test_a_signal_as_the_temporary_is_created_still_removes_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    write: Callable[[Path], AbstractContextManager[Path]],
+    create: str,
+) -> None:
+    monkeypatch.setattr(tempfile, create, _stopped_right_after(getattr(tempfile, create)))
+    target = tmp_path / "new" / "removed.parquet"
+    body_ran = False
+    with pytest.raises(Terminated) as exc, signals_as_exceptions(), write(target):
+        body_ran = True
+    assert exc.value.signal_name == "SIGTERM" and not body_ran
+    assert not target.exists() and temporaries(tmp_path) == []
+    assert not (tmp_path / "new").exists()  # the folder made for it went too
+
+
+def test_a_stop_inside_stops_deferred_waits_for_the_outermost_block_to_end() -> None:
+    reached = []
+    with pytest.raises(Terminated) as exc, signals_as_exceptions(), stops_deferred():
+        with stops_deferred():
+            os.kill(os.getpid(), signal.SIGHUP)
+            for _ in range(1000):
+                pass
+            reached.append("inner")
+        reached.append("outer")
+    assert reached == ["inner", "outer"] and exc.value.signal_name == "SIGHUP"
 
 
 class _StoppedInFinalizer:

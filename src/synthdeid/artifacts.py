@@ -37,7 +37,7 @@ import pyarrow.parquet as pq
 import synthdeid
 from synthdeid.code_identity import running_code_digest
 from synthdeid.errors import ConfigError, InputError, read_error_detail
-from synthdeid.termination import raise_if_stopped
+from synthdeid.termination import raise_if_stopped, stops_deferred
 
 log = logging.getLogger(__name__)
 
@@ -86,18 +86,20 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     is left as it was (absent if it did not exist).
     """
     target = Path(path)
-    created = make_parents(target)
+    created: list[Path] = []
     tmp: Path | None = None
     done = False
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=temporary_prefix(target), dir=target.parent)
-        tmp = Path(tmp_name)
-        try:
-            # mkstemp creates 0600; give the artifact the permissions of an ordinary file
-            # (through the descriptor: a link put in the temporary's place is not followed)
-            os.fchmod(fd, 0o666 & ~_umask())
-        finally:
-            os.close(fd)
+        with stops_deferred():  # a stop waits until the cleanup below knows what to remove
+            created = make_parents(target)
+            fd, tmp_name = tempfile.mkstemp(prefix=temporary_prefix(target), dir=target.parent)
+            tmp = Path(tmp_name)
+            try:
+                # mkstemp creates 0600; give the artifact the permissions of an ordinary file
+                # (through the descriptor: a link put in the temporary's place is not followed)
+                os.fchmod(fd, 0o666 & ~_umask())
+            finally:
+                os.close(fd)
         yield tmp
         raise_if_stopped()
         os.replace(tmp, target)
@@ -118,11 +120,13 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     never appears.
     """
     target = Path(path)
-    created = make_parents(target)
+    created: list[Path] = []
     staging: Path | None = None
     done = False
     try:
-        staging = Path(tempfile.mkdtemp(prefix=temporary_prefix(target), dir=target.parent))
+        with stops_deferred():  # a stop waits until the cleanup below knows what to remove
+            created = make_parents(target)
+            staging = Path(tempfile.mkdtemp(prefix=temporary_prefix(target), dir=target.parent))
         # mkdtemp creates 0700; give the directory the permissions of an ordinary one
         staging.chmod(0o777 & ~_umask())
         yield staging

@@ -12,6 +12,11 @@ callback, ``__del__``, some import-machinery cleanup), and a signal can land
 there. So the handler also records the signal, and :func:`raise_if_stopped`
 raises it again at the points that matter: before an artifact is renamed into
 place, and when a step returns. A stop is never lost to such a spot.
+
+A few steps must not be cut in two: creating a temporary file and recording
+its name, so the cleanup knows what to remove. Inside :func:`stops_deferred`
+the handler only records the signal, and the stop is raised when the block
+ends.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class Terminated(BaseException):
 
 
 _received: list[int] = []  # the stopping signal received inside signals_as_exceptions, if any
+_deferring: list[None] = []  # one entry per open stops_deferred block
 
 
 def _raise_terminated(signum: int, frame: FrameType | None) -> None:
@@ -51,7 +57,8 @@ def _raise_terminated(signum: int, frame: FrameType | None) -> None:
     for sig in STOP_SIGNALS:
         signal.signal(sig, signal.SIG_IGN)
     _received.append(signum)
-    raise Terminated(signum)
+    if not _deferring:
+        raise Terminated(signum)
 
 
 def _quiet_dropped_stop(unraisable: sys.UnraisableHookArgs) -> None:
@@ -65,6 +72,23 @@ def raise_if_stopped() -> None:
     """Raise :class:`Terminated` if a stopping signal arrived, even one whose exception was dropped."""
     if _received:
         raise Terminated(_received[0])
+
+
+@contextmanager
+def stops_deferred() -> Iterator[None]:
+    """Hold a stopping signal that arrives inside the block; raise it when the block ends.
+
+    For the few statements that must run together (create a temporary file,
+    record its name); keep the block short, it delays a stop. Blocks nest: the
+    stop is raised when the outermost one ends.
+    """
+    _deferring.append(None)
+    try:
+        yield
+    finally:
+        _deferring.pop()
+    if not _deferring:
+        raise_if_stopped()
 
 
 @contextmanager
