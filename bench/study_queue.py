@@ -7,8 +7,11 @@ archive folder does not hold yet, one Snakemake call each, and copies each
 finished run's ``results/archive_run/<corpus>/<run>/`` folder and the plan
 (``results/plan_runs/<corpus>/plan.json``, which names degenerate arms) into
 the archive; commit the archive after each call. Runs of degenerate arms (the
-plan's ``skipped_runs``) are passed over. Everything after ``--`` goes to
-Snakemake (the config files):
+plan's ``skipped_runs``) are passed over. A run cut short (a signal, the
+machine gone) is taken up by the next call: Snakemake reruns its incomplete
+step, and ``train_ner`` goes on from its last finished epoch (its ``resume/``
+folder, :mod:`synthdeid.ner.resume`). Everything after ``--`` goes to Snakemake
+(the config files):
 
     python bench/study_queue.py --queue bench/study/physionet-cpu.txt \\
       --archive docs/results/physionet-study-full-runs --corpus physionet --next 2 \\
@@ -70,6 +73,12 @@ def copy_into(source: Path, archive: Path) -> None:
         staged.replace(target)
 
 
+def snakemake_command(target: Path, cores: int, extra: Sequence[str]) -> list[str]:
+    """The Snakemake call that trains and archives one run; a step a stopped call left
+    incomplete is run again (and train_ner resumes), not refused."""
+    return ["snakemake", "--cores", str(cores), "--rerun-incomplete", str(target), *extra]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--queue", type=Path, required=True, help="runs in training order")
@@ -95,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if run in skipped_runs(plan):
             continue  # the plan, first built by the call before, makes it degenerate
         target = Path("results/archive_run") / args.corpus / run / RUN_RECORD
-        command = ["snakemake", "--cores", str(args.cores), str(target), *extra]
+        command = snakemake_command(target, args.cores, extra)
         print("+", " ".join(command), flush=True)
         if subprocess.run(command, check=False).returncode != 0:
             print(f"{run}: snakemake failed; the archive is unchanged for it", file=sys.stderr)

@@ -81,3 +81,9 @@ def test_a_dry_run_names_the_next_runs(tmp_path: Path, capsys: pytest.CaptureFix
     assert (
         "0 of 3 queued runs archived or skipped; next: a-seed1, b-seed1" in capsys.readouterr().out
     )
+
+
+def test_a_run_a_stopped_call_left_incomplete_is_taken_up_again() -> None:
+    command = load_queue().snakemake_command(Path("t/run.json"), 2, ["--configfile", "c.yaml"])
+    assert command[:4] == ["snakemake", "--cores", "2", "--rerun-incomplete"]
+    assert command[4:] == ["t/run.json", "--configfile", "c.yaml"]

@@ -431,3 +431,10 @@ def test_flags_quote_each_pair_and_joined_drops_empty_parts() -> None:
 def test_folder_of_names_the_output_whose_folder_it_gives() -> None:
     folder = arguments.folder_of("metrics")
     assert folder(None, {"metrics": "results/r/demo/metrics.json"}) == "results/r/demo"
+
+
+def test_beside_output_names_a_folder_next_to_the_output() -> None:
+    beside = arguments.beside_output("model", "resume")
+    assert beside(None, {"model": "results/train_ner/demo/r1/model"}) == (
+        "results/train_ner/demo/r1/resume"
+    )

@@ -25,7 +25,12 @@ from synthdeid.workflow import (
     tabular,
     teachers,
 )
-from synthdeid.workflow.arguments import as_json, folder_of, label_map_json
+from synthdeid.workflow.arguments import (
+    as_json,
+    beside_output,
+    folder_of,
+    label_map_json,
+)
 from synthdeid.workflow.environment import ensure_cli_on_path
 from synthdeid.workflow.outputs import Output, RuleOutputs
 from synthdeid.workflow.sharding import (

@@ -176,7 +176,10 @@ rule train_ner:
     the rule's threads. Output: a Hugging Face model directory (weights,
     tokenizer, synthdeid_ner.json with the operating point, training history,
     model card). A run with `distill_from` also learns its teacher's soft labels
-    (soft_label_ner; ner.training.distill_alpha / distill_temperature).
+    (soft_label_ner; ner.training.distill_alpha / distill_temperature). The training
+    state is saved after every epoch in resume/ beside the model: a job stopped midway
+    (a signal, the SLURM time limit) goes on from its last finished epoch when it is run
+    again on the same inputs, settings and code; the folder goes once the model is saved.
     """
     input:
         unpack(lambda w: ner_inputs.tapt_input(RUNS, w.run, w.corpus, rule_outputs())),
@@ -206,11 +209,13 @@ rule train_ner:
         # the teacher run of a distilled run (distill_from): a new teacher reruns it
         distill_from=lambda w: RUNS.distill_teacher(w.run) or "",
         soft_labels=lambda w, input: ner_inputs.distill_arguments(input),
+        # weights trained on the mixture, like the model's: kept beside it, never released
+        resume_dir=beside_output("model", "resume"),
     shell:
         "synthdeid --log {log:q} train-ner --train {input.train:q}"
         " --validation {input.validation:q} --mixture-summary {input.summary:q}"
         " --settings {params.settings:q} {params.soft_labels} --run {wildcards.run:q}"
-        " --out-dir {output.model:q} --threads {threads}"
+        " --out-dir {output.model:q} --resume-dir {params.resume_dir:q} --threads {threads}"
 
 
 rule ensemble_ner:

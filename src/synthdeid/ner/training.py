@@ -12,13 +12,19 @@ On a CPU the optimizer is the fused AdamW kernel and batches are
 length-bucketed, so little time goes to padding. A compute-matched mixture
 gives ``max_steps``: training then runs exactly that many optimizer steps,
 whatever the number of epochs that takes.
+
+With a resume folder (:mod:`synthdeid.ner.resume`) the whole training state is
+saved after every epoch, and a stopped run started again goes on from its
+last finished epoch to the same model.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import math
+import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -45,6 +51,7 @@ from synthdeid.ner.distillation import (
 )
 from synthdeid.ner.model import DeidTagger, NerSettings
 from synthdeid.ner.operating_point import OperatingPointRule, set_operating_point
+from synthdeid.ner.resume import ResumeFolder
 from synthdeid.ner.tagging import IGNORE_INDEX, Window, make_windows, tag_names
 from synthdeid.notes import Note
 from synthdeid.runtime import (
@@ -235,6 +242,22 @@ def _validation_metrics(
     return probabilities, headline_metrics(validation, predicted)
 
 
+def _random_states(device: torch.device) -> dict[str, Any]:
+    """The random states training draws from after setup: dropout (torch) and Python's."""
+    states: dict[str, Any] = {"torch": torch.get_rng_state(), "python": random.getstate()}
+    if device.type == "cuda":
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_random_states(states: Mapping[str, Any]) -> None:
+    torch.set_rng_state(states["torch"])
+    version, internal, gauss = states["python"]
+    random.setstate((version, tuple(internal), gauss))
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
 def selection_key(metrics: Mapping[str, float], rule: str = "leakage") -> tuple[float, float]:
     """Lower is better. ``leakage``: document-level leakage first, then span-overlap F1;
     ``f1``: span-overlap F1 first (a finer measure on a few hundred notes), then leakage."""
@@ -269,8 +292,10 @@ def train(
     copies: Sequence[int] | None = None,
     soft_labels: tuple[Sequence[str], Mapping[str, SoftLabels]] | None = None,
     progress: bool = True,
+    resume: ResumeFolder | None = None,
 ) -> TrainingResult:
-    """Fine-tune, select the checkpoint, set the operating point; nothing is written.
+    """Fine-tune, select the checkpoint, set the operating point; nothing is written
+    but the per-epoch state in ``resume``, from which a stopped run goes on.
 
     ``soft_labels`` (a teacher's tag names and per-note soft labels,
     :mod:`synthdeid.ner.distillation`) adds the distillation term to the loss.
@@ -365,7 +390,25 @@ def train(
     since_best = 0
     step = 0
     epoch = 0
-    while step < total_steps:
+    finished = False
+    resumed_after = 0
+    saved = resume.load() if resume is not None else None
+    if resume is not None and saved is not None:
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        scheduler.load_state_dict(saved["scheduler"])
+        scaler.load_state_dict(saved["scaler"])
+        rng.bit_generator.state = saved["batch_rng"]
+        _set_random_states(saved["random"])
+        history = json.loads(saved["history"])
+        best_state = saved["best_model"]
+        best_key = (float(saved["best_key"][0]), float(saved["best_key"][1]))
+        best_epoch, since_best = int(saved["best_epoch"]), int(saved["since_best"])
+        step, epoch, finished = int(saved["step"]), int(saved["epoch"]), bool(saved["finished"])
+        started -= float(saved["train_seconds"])
+        resumed_after = epoch
+        log.info("resumed after epoch %d (%d steps) from %s", epoch, step, resume.path)
+    while not finished and step < total_steps:
         epoch += 1
         model.train()
         batches = shuffled_bucket_batches(windows, config.batch_size, rng)
@@ -422,8 +465,30 @@ def train(
             best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
         else:
             since_best += 1
-        if config.max_steps is None and (epoch >= config.epochs or since_best >= config.patience):
-            break
+        finished = step >= total_steps or (
+            config.max_steps is None and (epoch >= config.epochs or since_best >= config.patience)
+        )
+        if resume is not None:
+            assert best_state is not None and best_key is not None
+            resume.save(
+                {
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "scheduler": scheduler.state_dict(),
+                    "scaler": scaler.state_dict(),
+                    "batch_rng": rng.bit_generator.state,
+                    "random": _random_states(device),
+                    "history": json.dumps(history),
+                    "best_model": best_state,
+                    "best_key": [float(best_key[0]), float(best_key[1])],
+                    "best_epoch": best_epoch,
+                    "since_best": since_best,
+                    "step": step,
+                    "epoch": epoch,
+                    "finished": finished,
+                    "train_seconds": time.perf_counter() - started,
+                }
+            )
     train_seconds = time.perf_counter() - started
 
     assert best_state is not None
@@ -442,6 +507,12 @@ def train(
         validation=copy.deepcopy(point.chosen),
         sweep=point.sweep,
         class_weights={tag: float(w) for tag, w in zip(tags, weights, strict=True)},
-        timing={"train_seconds": round(train_seconds, 2), "steps": step, "epochs": epoch},
+        timing={
+            "train_seconds": round(train_seconds, 2),
+            "steps": step,
+            "epochs": epoch,
+            # a stopped run went on from this epoch's saved state (synthdeid.ner.resume)
+            **({"resumed_after_epoch": resumed_after} if resumed_after else {}),
+        },
         environment=environment,
     )

@@ -1,4 +1,5 @@
-"""What rules hand the CLI: config values as JSON, repeated NAME=VALUE flags, output folders."""
+"""What rules hand the CLI: config values as JSON, repeated NAME=VALUE flags, output folders
+and the folders beside them."""
 
 from __future__ import annotations
 
@@ -46,3 +47,15 @@ def folder_of(name: str) -> Callable[[Any, Mapping[str, str]], str]:
         return parent(output[name])
 
     return folder
+
+
+def beside_output(name: str, folder: str) -> Callable[[Any, Mapping[str, str]], str]:
+    """A params function: ``folder`` in the folder of the rule's output ``name``.
+
+    For what a stage keeps between its runs but never outputs (train_ner's resume state).
+    """
+
+    def beside(wildcards: Any, output: Mapping[str, str]) -> str:
+        return str(Path(parent(output[name])) / folder)
+
+    return beside
