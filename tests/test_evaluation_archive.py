@@ -161,6 +161,31 @@ def test_an_archived_run_keeps_counts_sizes_budget_and_time_but_no_note_id(
                 read_archive(tmp_path / "archive")
 
 
+def test_a_resumed_run_is_archived_with_the_train_time_of_every_call(
+    evaluations: dict[str, Path], tmp_path: Path
+) -> None:
+    """The benchmark file times the call that finished the run; the calls before are in the
+    history's seconds_before_resume; their CPU time was not measured: null, not a part."""
+    model = tmp_path / "model"
+    model.mkdir()
+    recorded = history({"epochs": 4, "precision": "fp32", "seed": 1})
+    timing = {"train_seconds": 2300.0, "steps": 30, "epochs": 3, "resumed_after_epoch": 2}
+    recorded["timing"] = {**timing, "seconds_before_resume": 1500.0}
+    (model / "training_history.json").write_text(json.dumps(recorded))
+    extra = ["--benchmark", str(benchmark(tmp_path / "b.tsv", "900", "1700"))]
+    out = tmp_path / "archive" / "long-seed1"
+    assert archive(out, "long-seed1", evaluations["perfect"], *extra, "--model", str(model)) == 0
+    record = json.loads((out / RUN_RECORD).read_text())
+    assert record["train"] == {"wall_s": 2400.0, "cpu_s": None}
+    recorded["timing"] = {**timing, "seconds_before_resume": "long"}
+    (model / "training_history.json").write_text(json.dumps(recorded))
+    broken = tmp_path / "archive" / "broken-seed1"
+    assert (
+        archive(broken, "broken-seed1", evaluations["perfect"], *extra, "--model", str(model)) == 2
+    )
+    assert not broken.exists()
+
+
 def test_archive_run_refuses_bad_input_and_writes_nothing(
     evaluations: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -125,6 +125,7 @@ def test_a_run_stopped_midway_goes_on_to_the_model_of_an_uninterrupted_run(
         resumed = train(TRAIN, VALIDATION, config_for(encoder), progress=False, resume=resume)
     assert f"resumed after epoch {stopped_in - 1}" in caplog.text
     assert resumed.timing["resumed_after_epoch"] == stopped_in - 1
+    assert 0 < resumed.timing["seconds_before_resume"] <= resumed.timing["train_seconds"]
     assert "resumed_after_epoch" not in reference.timing
     assert_same_model(resumed, reference)
 

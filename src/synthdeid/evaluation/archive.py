@@ -99,6 +99,14 @@ class TrainTime:
     def as_dict(self) -> dict[str, float | None]:
         return {"wall_s": self.wall_s, "cpu_s": self.cpu_s}
 
+    def with_earlier_calls(self, seconds_before: float | None) -> TrainTime:
+        """The time of a run resumed after a stop (:mod:`synthdeid.ner.resume`): the
+        benchmark's last call plus the training seconds of the calls before; their CPU
+        time was not measured, so the CPU seconds are unknown (None)."""
+        if seconds_before is None:
+            return self
+        return TrainTime(self.wall_s + seconds_before, None)
+
 
 @dataclass(frozen=True)
 class TrainingOutcome:
@@ -236,6 +244,8 @@ class ModelHistory:
     path: Path
     training_config: dict[str, Any]
     outcome: TrainingOutcome
+    # a resumed run's training seconds before the call that finished it (None: not resumed)
+    seconds_before_resume: float | None = None
 
     @property
     def number_format(self) -> str | None:
@@ -246,7 +256,16 @@ class ModelHistory:
 def read_model_history(model_dir: Path) -> ModelHistory:
     """The training settings and outcome a train-ner model folder records."""
     path = training_history(model_dir)
-    return ModelHistory(path, read_training_config(path), read_training_outcome(path))
+    timing = read_json(path, "training history").get("timing")
+    before = timing.get("seconds_before_resume") if isinstance(timing, dict) else None
+    if before is not None and (not isinstance(before, int | float) or before < 0):
+        raise InputError(path, None, "timing.seconds_before_resume must be a number >= 0")
+    return ModelHistory(
+        path,
+        read_training_config(path),
+        read_training_outcome(path),
+        float(before) if before is not None else None,
+    )
 
 
 def read_training_outcome(path: Path) -> TrainingOutcome:

@@ -391,7 +391,7 @@ def train(
     step = 0
     epoch = 0
     finished = False
-    resumed_after = 0
+    resumed_after, seconds_before = 0, 0.0
     saved = resume.load() if resume is not None else None
     if resume is not None and saved is not None:
         model.load_state_dict(saved["model"])
@@ -405,7 +405,8 @@ def train(
         best_key = (float(saved["best_key"][0]), float(saved["best_key"][1]))
         best_epoch, since_best = int(saved["best_epoch"]), int(saved["since_best"])
         step, epoch, finished = int(saved["step"]), int(saved["epoch"]), bool(saved["finished"])
-        started -= float(saved["train_seconds"])
+        seconds_before = float(saved["train_seconds"])
+        started -= seconds_before
         resumed_after = epoch
         log.info("resumed after epoch %d (%d steps) from %s", epoch, step, resume.path)
     while not finished and step < total_steps:
@@ -511,8 +512,16 @@ def train(
             "train_seconds": round(train_seconds, 2),
             "steps": step,
             "epochs": epoch,
-            # a stopped run went on from this epoch's saved state (synthdeid.ner.resume)
-            **({"resumed_after_epoch": resumed_after} if resumed_after else {}),
+            # a stopped run went on from this epoch's saved state (synthdeid.ner.resume),
+            # with the training seconds of the calls before (also in train_seconds)
+            **(
+                {
+                    "resumed_after_epoch": resumed_after,
+                    "seconds_before_resume": round(seconds_before, 2),
+                }
+                if resumed_after
+                else {}
+            ),
         },
         environment=environment,
     )

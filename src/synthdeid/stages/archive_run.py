@@ -7,8 +7,9 @@
 Reads evaluate-ner's ``per_document.parquet`` from ``EVAL_DIR``, the sizes of
 the run's build-mixture ``summary.json``, the DP budget of the ``privacy.json``
 its data passed through, the wall and CPU time of its ``train_ner``
-benchmark file and the training settings, the epoch kept and the machine its
-model folder records, and writes
+benchmark file (with the training seconds of the calls before for a run resumed after a
+stop, its CPU time then unknown) and the training settings, the epoch kept and the
+machine its model folder records, and writes
 ``per_document.parquet`` (note ids hashed, keyed by the scored notes of
 ``NOTES``, the notes table the run was evaluated on) and ``run.json`` into
 ``--out-dir`` (:mod:`synthdeid.evaluation.archive`). What a
@@ -21,11 +22,14 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+from pathlib import Path
 
 from synthdeid.artifacts import make_provenance
 from synthdeid.cli_types import input_dir, input_file, output_dir
 from synthdeid.errors import ConfigError
 from synthdeid.evaluation.archive import (
+    ModelHistory,
+    TrainTime,
     read_model_history,
     read_privacy,
     read_sizes,
@@ -97,7 +101,7 @@ def run(args: argparse.Namespace) -> None:
         evaluation=args.evaluation,
         mixture=read_sizes(args.mixture) if args.mixture is not None else None,
         privacy=read_privacy(args.privacy) if args.privacy is not None else None,
-        train=read_train_time(args.benchmark) if args.benchmark is not None else None,
+        train=_train_time(args.benchmark, model),
         provenance=provenance,
         notes=args.notes,
         training_config=model.training_config if model is not None else None,
@@ -112,3 +116,11 @@ def run(args: argparse.Namespace) -> None:
         f"{train['wall_s'] / 60:.1f} min wall" if train else "n/a",
         args.out_dir,
     )
+
+
+def _train_time(benchmark: Path | None, model: ModelHistory | None) -> TrainTime | None:
+    """The benchmark's train time; for a run resumed after a stop, with the calls before."""
+    if benchmark is None:
+        return None
+    time = read_train_time(benchmark)
+    return time.with_earlier_calls(model.seconds_before_resume if model is not None else None)
