@@ -220,7 +220,11 @@ def read_training_config(path: Path) -> dict[str, Any]:
     came to (``auto`` resolves per machine), it is added as
     ``precision_resolved``.
     """
-    history = read_json(path, "training history")
+    return training_config_of(read_json(path, "training history"), path)
+
+
+def training_config_of(history: Mapping[str, Any], path: Path) -> dict[str, Any]:
+    """:func:`read_training_config` on a history already read from ``path``."""
     config = history.get("config")
     if not isinstance(config, dict) or "precision" not in config:
         raise InputError(
@@ -256,14 +260,15 @@ class ModelHistory:
 def read_model_history(model_dir: Path) -> ModelHistory:
     """The training settings and outcome a train-ner model folder records."""
     path = training_history(model_dir)
-    timing = read_json(path, "training history").get("timing")
+    history = read_json(path, "training history")
+    timing = history.get("timing")
     before = timing.get("seconds_before_resume") if isinstance(timing, dict) else None
     if before is not None and (not isinstance(before, int | float) or before < 0):
         raise InputError(path, None, "timing.seconds_before_resume must be a number >= 0")
     return ModelHistory(
         path,
-        read_training_config(path),
-        read_training_outcome(path),
+        training_config_of(history, path),
+        training_outcome_of(history, path),
         float(before) if before is not None else None,
     )
 
@@ -271,7 +276,11 @@ def read_model_history(model_dir: Path) -> ModelHistory:
 def read_training_outcome(path: Path) -> TrainingOutcome:
     """The epoch kept, the epochs run and the machine a train-ner training_history.json
     records (histories written before the machine was recorded: environment None)."""
-    history = read_json(path, "training history")
+    return training_outcome_of(read_json(path, "training history"), path)
+
+
+def training_outcome_of(history: Mapping[str, Any], path: Path) -> TrainingOutcome:
+    """:func:`read_training_outcome` on a history already read from ``path``."""
     timing = history.get("timing")
     epochs = timing.get("epochs") if isinstance(timing, dict) else None
     environment = history.get("environment")
